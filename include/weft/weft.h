@@ -1,0 +1,195 @@
+/* weft: collective communication for distributed training.
+ *
+ * The C API is shaped like NCCL's so that the libnccl.so.2 shim is a thin
+ * mapping: enum values, argument order and in-place rules are NCCL's.
+ * Buffers are host memory. Every call returns weftResult_t; no C++ exception
+ * ever crosses this boundary.
+ *
+ * Streams: a weftStream_t is a host stream, an ordered queue of work. A
+ * collective issued on a NULL stream has completed when the call returns; one
+ * issued on a stream runs in the communicator's progress engine and completes
+ * at weftStreamSynchronize (or when weftStreamQuery says weftSuccess).
+ */
+#ifndef WEFT_WEFT_H_
+#define WEFT_WEFT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_MAJOR 0
+#define WEFT_MINOR 1
+#define WEFT_PATCH 0
+#define WEFT_VERSION_CODE(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
+#define WEFT_VERSION WEFT_VERSION_CODE(WEFT_MAJOR, WEFT_MINOR, WEFT_PATCH)
+
+typedef struct weftComm* weftComm_t;
+typedef struct weftStream* weftStream_t;
+
+#define WEFT_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[WEFT_UNIQUE_ID_BYTES];
+} weftUniqueId;
+
+/* Result codes: values as NCCL 2.30. */
+typedef enum {
+  weftSuccess = 0,
+  weftUnhandledCudaError = 1,
+  weftSystemError = 2,
+  weftInternalError = 3,
+  weftInvalidArgument = 4,
+  weftInvalidUsage = 5,
+  weftRemoteError = 6,
+  weftInProgress = 7,
+  weftTimeout = 8,
+  weftNumResults = 9
+} weftResult_t;
+
+/* Data types: values as NCCL's. */
+typedef enum {
+  weftInt8 = 0,
+  weftChar = 0,
+  weftUint8 = 1,
+  weftInt32 = 2,
+  weftInt = 2,
+  weftUint32 = 3,
+  weftInt64 = 4,
+  weftUint64 = 5,
+  weftFloat16 = 6,
+  weftHalf = 6,
+  weftFloat32 = 7,
+  weftFloat = 7,
+  weftFloat64 = 8,
+  weftDouble = 8,
+  weftBfloat16 = 9,
+  weftFloat8e4m3 = 10,
+  weftFloat8e5m2 = 11,
+  weftNumTypes = 12
+} weftDataType_t;
+
+/* Reduction ops: values as NCCL's. Ops made by weftRedOpCreatePreMulSum take
+ * values from weftNumOps up. */
+typedef enum {
+  weftSum = 0,
+  weftProd = 1,
+  weftMax = 2,
+  weftMin = 3,
+  weftAvg = 4,
+  weftNumOps = 5,
+  weftMaxRedOp = 0x7fffffff
+} weftRedOp_t;
+
+/* Where the PreMulSum scalar lives: read once at creation (HostImmediate) or
+ * read through the pointer each time the op runs (Device, as NCCL names it;
+ * for host buffers the pointer is a host pointer). */
+typedef enum { weftScalarDevice = 0, weftScalarHostImmediate = 1 } weftScalarResidence_t;
+
+/* Versioned communicator config. Initialise with WEFT_CONFIG_INITIALIZER; a
+ * config whose size/magic/version header is not set is rejected. Fields left
+ * at WEFT_CONFIG_UNDEF_* take the default (or the WEFT_* environment). */
+#define WEFT_CONFIG_MAGIC 0x77656674u /* "weft" */
+#define WEFT_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define WEFT_CONFIG_UNDEF_PTR NULL
+typedef struct weftConfig_v1 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;       /* 1 (default): init returns when ready; 0: weftInProgress */
+  int timeoutMs;      /* per-collective timeout; <= 0 means none (WEFT_TIMEOUT_MS) */
+  int splitShare;     /* accepted for NCCL compatibility; resources are not shared */
+  const char* commName;
+} weftConfig_t;
+
+#define WEFT_CONFIG_INITIALIZER                                                     \
+  {                                                                                 \
+    sizeof(weftConfig_t), WEFT_CONFIG_MAGIC, WEFT_VERSION, WEFT_CONFIG_UNDEF_INT,   \
+        WEFT_CONFIG_UNDEF_INT, WEFT_CONFIG_UNDEF_INT, WEFT_CONFIG_UNDEF_PTR         \
+  }
+
+#define WEFT_SPLIT_NOCOLOR (-1)
+
+/* Version and errors. */
+weftResult_t weftGetVersion(int* version);
+const char* weftGetErrorString(weftResult_t result);
+/* The message of the last error on this thread (comm may be NULL). */
+const char* weftGetLastError(weftComm_t comm);
+
+/* Communicator lifetime. */
+weftResult_t weftGetUniqueId(weftUniqueId* uniqueId);
+weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId commId, int rank);
+weftResult_t weftCommInitRankConfig(weftComm_t* comm, int nranks, weftUniqueId commId, int rank,
+                                    weftConfig_t* config);
+/* Rank, size and rendezvous address from the environment: WEFT_RANK /
+ * WEFT_WORLD_SIZE / WEFT_ADDR (host:port of rank 0's listener), torchrun's
+ * RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, Open MPI's
+ * OMPI_COMM_WORLD_RANK / _SIZE, Slurm's SLURM_PROCID / SLURM_NTASKS and PMI's
+ * PMI_RANK / PMI_SIZE. config may be NULL. */
+weftResult_t weftCommInitFromEnv(weftComm_t* comm, weftConfig_t* config);
+weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newcomm,
+                           weftConfig_t* config);
+weftResult_t weftCommFinalize(weftComm_t comm);
+weftResult_t weftCommDestroy(weftComm_t comm);
+weftResult_t weftCommAbort(weftComm_t comm);
+weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
+weftResult_t weftCommCount(const weftComm_t comm, int* count);
+weftResult_t weftCommUserRank(const weftComm_t comm, int* rank);
+
+/* Host streams. */
+weftResult_t weftStreamCreate(weftStream_t* stream);
+weftResult_t weftStreamSynchronize(weftStream_t stream);
+/* weftSuccess when all work on the stream is done, weftInProgress if not, or
+ * the error of the work that failed. */
+weftResult_t weftStreamQuery(weftStream_t stream);
+weftResult_t weftStreamDestroy(weftStream_t stream);
+
+/* Custom reduction ops. */
+weftResult_t weftRedOpCreatePreMulSum(weftRedOp_t* op, void* scalar, weftDataType_t datatype,
+                                      weftScalarResidence_t residence, weftComm_t comm);
+weftResult_t weftRedOpDestroy(weftRedOp_t op, weftComm_t comm);
+
+/* Collectives. Counts are in elements. */
+weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                           weftStream_t stream);
+weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           weftDataType_t datatype, int root, weftComm_t comm,
+                           weftStream_t stream);
+weftResult_t weftReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        weftDataType_t datatype, weftRedOp_t op, int root, weftComm_t comm,
+                        weftStream_t stream);
+/* recvbuff holds nranks*sendcount elements; in place when
+ * sendbuff == recvbuff + rank*sendcount. */
+weftResult_t weftAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           weftDataType_t datatype, weftComm_t comm, weftStream_t stream);
+/* sendbuff holds nranks*recvcount elements; in place when
+ * recvbuff == sendbuff + rank*recvcount. */
+weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                               weftStream_t stream);
+/* count elements go to each peer: sendbuff and recvbuff hold nranks*count. */
+weftResult_t weftAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                          weftDataType_t datatype, weftComm_t comm, weftStream_t stream);
+/* The root's recvbuff holds nranks*count elements. */
+weftResult_t weftGather(const void* sendbuff, void* recvbuff, size_t count,
+                        weftDataType_t datatype, int root, weftComm_t comm, weftStream_t stream);
+/* The root's sendbuff holds nranks*count elements. */
+weftResult_t weftScatter(const void* sendbuff, void* recvbuff, size_t count,
+                         weftDataType_t datatype, int root, weftComm_t comm, weftStream_t stream);
+weftResult_t weftSend(const void* sendbuff, size_t count, weftDataType_t datatype, int peer,
+                      weftComm_t comm, weftStream_t stream);
+weftResult_t weftRecv(void* recvbuff, size_t count, weftDataType_t datatype, int peer,
+                      weftComm_t comm, weftStream_t stream);
+
+/* Groups: calls between GroupStart and GroupEnd are issued together at
+ * GroupEnd; sends and receives in one group never deadlock on each other. */
+weftResult_t weftGroupStart(void);
+weftResult_t weftGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_WEFT_H_ */

@@ -1,0 +1,51 @@
+// The algorithm table and every algorithm's entry point. Each algorithm lives
+// in its own file with its cost (steps, bytes per rank) in the comment at the
+// top; this table is what the selector, WEFT_ALGO and weft-info read.
+#pragma once
+
+#include <span>
+
+#include "algorithms/coll.h"
+
+namespace weft {
+
+using AlgorithmFn = Status (*)(CollContext& ctx, const CollArgs& args);
+
+struct Algorithm {
+  CollKind kind;
+  const char* name;         // as WEFT_ALGO spells it, e.g. "ring"
+  const char* description;  // one line
+  const char* cost;         // steps and bytes per rank, n ranks, N bytes
+  AlgorithmFn run;
+};
+
+std::span<const Algorithm> allAlgorithms();
+
+// The algorithm for this call. WEFT_ALGO (NCCL syntax: "ring", "^direct",
+// "allreduce:direct;broadcast:chain") restricts the choice; within what is
+// allowed a size rule picks: latency-bound calls take the one-hop direct
+// algorithms, the rest the pipelined ring/chain.
+const Algorithm& selectAlgorithm(const CollArgs& args, int nranks, size_t chunkBytes);
+
+Status ringAllReduce(CollContext& ctx, const CollArgs& args);
+Status directAllReduce(CollContext& ctx, const CollArgs& args);
+Status ringReduceScatter(CollContext& ctx, const CollArgs& args);
+Status ringAllGather(CollContext& ctx, const CollArgs& args);
+Status chainBroadcast(CollContext& ctx, const CollArgs& args);
+Status chainReduce(CollContext& ctx, const CollArgs& args);
+Status pairwiseAllToAll(CollContext& ctx, const CollArgs& args);
+Status directGather(CollContext& ctx, const CollArgs& args);
+Status directScatter(CollContext& ctx, const CollArgs& args);
+
+// Point-to-point: a batch of sends and receives (one group's worth for one
+// communicator) progressed together, so that no ordering of them deadlocks.
+// Messages to one peer are matched in the order they were posted.
+struct P2POp {
+  bool isSend = false;
+  int peer = 0;
+  void* buf = nullptr;  // source for a send, destination for a receive
+  size_t bytes = 0;
+};
+Status runP2P(CollContext& ctx, std::span<const P2POp> ops);
+
+}  // namespace weft

@@ -1,0 +1,103 @@
+// What an algorithm is given: the call's arguments and a context that
+// reaches peers only through channels (transport/channel.h).
+//
+// An algorithm is a plain function that runs one collective to completion on
+// the calling thread. It never blocks in the kernel: when none of its
+// channels can move it calls Progress::idle(), which spins, then yields, then
+// sleeps, and fails the collective on abort, timeout or a dead peer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/status.h"
+#include "kernels/reduce.h"
+#include "transport/channel.h"
+#include "weft/weft.h"
+
+namespace weft {
+
+enum class CollKind {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Gather,
+  Scatter,
+  Send,
+  Recv,
+};
+const char* collName(CollKind kind);
+
+struct RedOp {
+  kernels::ReduceKind kind = kernels::ReduceKind::Sum;
+  bool average = false;  // sum, then divide by nranks once at the end
+  bool preMul = false;   // every rank's contribution is scaled by `scalar` first (sum)
+  alignas(8) unsigned char scalar[8] = {};  // one element of the dtype
+};
+
+struct CollArgs {
+  CollKind kind = CollKind::AllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // NCCL's meaning for each kind (per-rank count for gathers)
+  weftDataType_t dtype = weftFloat32;
+  RedOp op;
+  int root = 0;  // Broadcast, Reduce, Gather, Scatter
+  int peer = 0;  // Send, Recv
+};
+
+// Health of the communicator as seen from inside a collective.
+class HealthMonitor {
+ public:
+  virtual ~HealthMonitor() = default;
+  // Cheap: true once abort or a peer failure has been flagged.
+  virtual bool failed() const = 0;
+  // Slower: checks abort flags, dead peers and the timeout deadline.
+  virtual Status check() = 0;
+};
+
+// Back-off for a loop that polls channels.
+class Progress {
+ public:
+  explicit Progress(HealthMonitor& health) : health_(health) {}
+  // Call after a pass over the channels that moved something.
+  void made() { idleRounds_ = 0; }
+  // Call after a pass that moved nothing. Returns an error to give up with.
+  Status idle();
+
+ private:
+  HealthMonitor& health_;
+  uint32_t idleRounds_ = 0;
+};
+
+class CollContext {
+ public:
+  virtual ~CollContext() = default;
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  virtual SendChannel& sendTo(int peer) = 0;
+  virtual RecvChannel& recvFrom(int peer) = 0;
+  virtual HealthMonitor& health() = 0;
+  // Bytes per pipelined chunk; equals every channel's slotBytes().
+  virtual size_t chunkBytes() const = 0;
+};
+
+// Blocking helpers built on Progress.
+Status acquireSlot(SendChannel& ch, Progress& progress, void** slot);
+// Waits for the next slot and checks that it holds exactly `expectBytes`:
+// a different size means the ranks called different collectives.
+Status peekSlot(RecvChannel& ch, Progress& progress, size_t expectBytes, const void** data);
+
+// The arithmetic of a reducing step, with PreMulSum and avg folded in:
+// contribute() turns local input into what goes on the wire (a copy, or a
+// copy scaled by the PreMulSum scalar); combine() folds local input into
+// incoming partial results; finish() applies avg's single division.
+void contribute(void* dst, const void* local, size_t count, const CollArgs& args);
+void combine(void* dst, const void* local, const void* incoming, size_t count,
+             const CollArgs& args);
+void finish(void* buf, size_t count, const CollArgs& args, int nranks);
+
+}  // namespace weft

@@ -1,0 +1,418 @@
+#include "core/comm.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <unordered_set>
+
+#include "algorithms/algorithms.h"
+#include "base/dtype.h"
+#include "base/env.h"
+#include "base/log.h"
+
+namespace weft {
+namespace {
+
+std::mutex registryMu;
+// Every communicator ever made, live or dead. Handles are never freed, so a
+// stale handle is recognised and answered with an error.
+std::unordered_set<const weftComm*>& registry() {
+  static auto* set = new std::unordered_set<const weftComm*>();
+  return *set;
+}
+
+bool processAlive(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A killed child that its parent has not reaped yet is a zombie: dead too.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return true;
+  const char state = line[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+Status checkConfig(const weftConfig_t* config) {
+  if (config == nullptr) return Status::ok();
+  if (config->magic != WEFT_CONFIG_MAGIC || config->size < sizeof(size_t) + 8 ||
+      config->size > (1u << 16))
+    return makeError(weftInvalidArgument,
+                     "the config was not initialised: declare it as weftConfig_t config = "
+                     "WEFT_CONFIG_INITIALIZER; then set fields");
+  return Status::ok();
+}
+
+int64_t timeoutFrom(const weftConfig_t* config) {
+  if (config != nullptr && config->timeoutMs != WEFT_CONFIG_UNDEF_INT)
+    return std::max(config->timeoutMs, 0);
+  return std::max<int64_t>(envInt("TIMEOUT_MS", 0), 0);
+}
+
+bool isReducing(CollKind kind) {
+  return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
+         kind == CollKind::ReduceScatter;
+}
+
+Status runColl(weftComm* comm, CollCall& call) {
+  CollArgs& args = call.args;
+  if (isReducing(args.kind)) WEFT_RETURN_IF_ERROR(resolveOp(comm, call.rawOp, args.dtype, &args.op));
+  const Algorithm& alg = selectAlgorithm(args, comm->nranks, comm->shm->slotBytes());
+  ++comm->collSeq;
+  WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s",
+            static_cast<unsigned long long>(comm->collSeq), collName(args.kind), args.count,
+            dtypeName(args.dtype), args.root, alg.name);
+  comm->health.beginCollective();
+  Status st = alg.run(comm->context, args);
+  if (!st.isOk()) commFail(comm, st);
+  return st;
+}
+
+Status stickyError(weftComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->errorMu);
+  return Status(static_cast<weftResult_t>(comm->asyncError.load()),
+                "the communicator failed earlier and cannot be used: " + comm->errorMessage +
+                    " (abort it with weftCommAbort and create a new one)");
+}
+
+}  // namespace
+
+bool CommHealth::failed() const {
+  return comm_.aborting.load(std::memory_order_relaxed) || comm_.shm->abortedBy() != 0;
+}
+
+void CommHealth::beginCollective() {
+  const auto now = std::chrono::steady_clock::now();
+  deadline_ = now + std::chrono::milliseconds(comm_.timeoutMs);
+  nextPeerCheck_ = now + std::chrono::milliseconds(10);
+}
+
+Status CommHealth::check() {
+  if (comm_.aborting.load()) return Status(weftInvalidUsage, "the communicator was aborted");
+  if (const int by = comm_.shm->abortedBy()) {
+    if (by - 1 == comm_.rank && comm_.asyncError.load() != weftSuccess) return stickyError(&comm_);
+    return makeError(weftRemoteError,
+                     "rank %d stopped the communicator (it aborted, or a collective failed "
+                     "there); abort this communicator and create a new one",
+                     by - 1);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= nextPeerCheck_) {
+    nextPeerCheck_ = now + std::chrono::milliseconds(10);
+    for (const PeerInfo& p : comm_.peers)
+      if (p.rank != comm_.rank && !processAlive(p.pid))
+        return makeError(weftRemoteError,
+                         "rank %d (pid %d) exited or died in the middle of a collective",
+                         p.rank, p.pid);
+  }
+  if (comm_.timeoutMs > 0 && now >= deadline_)
+    return makeError(weftTimeout,
+                     "collective #%llu did not finish within the timeout of %lld ms "
+                     "(WEFT_TIMEOUT_MS): a rank did not call it, or called a different one",
+                     static_cast<unsigned long long>(comm_.collSeq),
+                     static_cast<long long>(comm_.timeoutMs));
+  return Status::ok();
+}
+
+int CommContext::rank() const { return comm_.rank; }
+int CommContext::nranks() const { return comm_.nranks; }
+SendChannel& CommContext::sendTo(int peer) { return comm_.shm->sendTo(peer); }
+RecvChannel& CommContext::recvFrom(int peer) { return comm_.shm->recvFrom(peer); }
+HealthMonitor& CommContext::health() { return comm_.health; }
+size_t CommContext::chunkBytes() const { return comm_.shm->slotBytes(); }
+
+Status checkComm(const weftComm* comm) {
+  if (comm == nullptr) return Status(weftInvalidArgument, "comm is NULL");
+  {
+    std::lock_guard<std::mutex> lock(registryMu);
+    if (registry().count(comm) == 0)
+      return Status(weftInvalidArgument, "comm is not a communicator that weft created");
+  }
+  if (comm->magic.load() != weftComm::kLive)
+    return Status(weftInvalidUsage,
+                  "the communicator was destroyed or aborted; create a new one");
+  return Status::ok();
+}
+
+void commFail(weftComm* comm, const Status& st) {
+  {
+    std::lock_guard<std::mutex> lock(comm->errorMu);
+    int expected = weftSuccess;
+    if (comm->asyncError.compare_exchange_strong(expected, st.code()))
+      comm->errorMessage = st.message();
+  }
+  if (comm->shm) comm->shm->poison(comm->rank);
+  WEFT_WARN(kLogColl, "rank %d: %s", comm->rank, st.message().c_str());
+}
+
+Status resolveOp(weftComm* comm, weftRedOp_t raw, weftDataType_t dtype, RedOp* out) {
+  *out = RedOp{};
+  switch (raw) {
+    case weftSum: out->kind = kernels::ReduceKind::Sum; return Status::ok();
+    case weftProd: out->kind = kernels::ReduceKind::Prod; return Status::ok();
+    case weftMax: out->kind = kernels::ReduceKind::Max; return Status::ok();
+    case weftMin: out->kind = kernels::ReduceKind::Min; return Status::ok();
+    case weftAvg: out->average = true; return Status::ok();
+    default: break;
+  }
+  const long index = static_cast<long>(raw) - weftNumOps;
+  std::lock_guard<std::mutex> lock(comm->opsMu);
+  if (index < 0 || index >= static_cast<long>(comm->preMulOps.size()) ||
+      !comm->preMulOps[index].inUse)
+    return makeError(weftInvalidArgument,
+                     "invalid op %d: use weftSum, weftProd, weftMax, weftMin, weftAvg or an op "
+                     "from weftRedOpCreatePreMulSum on this communicator",
+                     static_cast<int>(raw));
+  const PreMulSumOp& op = comm->preMulOps[index];
+  if (op.dtype != dtype)
+    return makeError(weftInvalidArgument,
+                     "op %d was created for dtype %s but the call uses dtype %s",
+                     static_cast<int>(raw), dtypeName(op.dtype), dtypeName(dtype));
+  out->preMul = true;
+  std::memcpy(out->scalar,
+              op.residence == weftScalarHostImmediate ? op.immediate : op.pointer,
+              dtypeSize(dtype));
+  return Status::ok();
+}
+
+void addToTask(Task& task, const CollCall& call) {
+  const CollArgs& a = call.args;
+  if (a.kind == CollKind::Send || a.kind == CollKind::Recv) {
+    P2POp op;
+    op.isSend = a.kind == CollKind::Send;
+    op.peer = a.peer;
+    op.buf = op.isSend ? const_cast<void*>(a.send) : a.recv;
+    op.bytes = a.count * dtypeSize(a.dtype);
+    task.p2p.push_back(op);
+  } else {
+    task.colls.push_back(call);
+  }
+}
+
+std::shared_ptr<WorkState> postTask(weftComm* comm, Task task) {
+  auto work = std::make_shared<WorkState>();
+  work->comm = comm;
+  work->task = std::move(task);
+  comm->engine->post(work);
+  return work;
+}
+
+Status commRunCall(weftComm* comm, CollCall& call) {
+  if (comm->asyncError.load() != weftSuccess) return stickyError(comm);
+  return runColl(comm, call);
+}
+
+Status commRunTask(weftComm* comm, Task& task) {
+  if (comm->asyncError.load() != weftSuccess) return stickyError(comm);
+  for (CollCall& call : task.colls) WEFT_RETURN_IF_ERROR(runColl(comm, call));
+  if (!task.p2p.empty()) {
+    comm->health.beginCollective();
+    Status st = runP2P(comm->context, task.p2p);
+    if (!st.isOk()) commFail(comm, st);
+    return st;
+  }
+  return Status::ok();
+}
+
+Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t* config,
+                weftComm** out) {
+  *out = nullptr;
+  WEFT_RETURN_IF_ERROR(checkConfig(config));
+  if (nranks <= 0)
+    return makeError(weftInvalidArgument, "nranks is %d; it must be at least 1", nranks);
+  if (rank < 0 || rank >= nranks)
+    return makeError(weftInvalidArgument, "rank %d is out of range for %d ranks", rank, nranks);
+  net::SockAddr root;
+  uint64_t secret = 0;
+  WEFT_RETURN_IF_ERROR(decodeUniqueId(id, &root, &secret));
+
+  auto comm = std::make_unique<weftComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->timeoutMs = timeoutFrom(config);
+  if (config != nullptr && config->commName != nullptr) comm->name = config->commName;
+  WEFT_RETURN_IF_ERROR(Bootstrap::create(root, secret, rank, nranks, &comm->bootstrap));
+  comm->peers = comm->bootstrap->peers();
+  WEFT_RETURN_IF_ERROR(ShmTransport::create(*comm->bootstrap, ShmOptions::fromEnv(), &comm->shm));
+  weftComm* raw = comm.get();
+  comm->engine = std::make_unique<Engine>([raw](Task& task) { return commRunTask(raw, task); });
+  setLogRank(rank);
+  WEFT_INFO(kLogInit, "rank %d of %d ready (timeout %lld ms)", rank, nranks,
+            static_cast<long long>(comm->timeoutMs));
+  {
+    std::lock_guard<std::mutex> lock(registryMu);
+    registry().insert(raw);
+  }
+  *out = comm.release();
+  return Status::ok();
+}
+
+namespace {
+
+struct EnvRank {
+  int rank = -1;
+  int size = -1;
+};
+
+bool readInt(const char* name, int* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return false;
+  char* end = nullptr;
+  const long parsed = std::strtol(v, &end, 10);
+  if (*end != '\0') return false;
+  *out = static_cast<int>(parsed);
+  return true;
+}
+
+EnvRank rankFromEnv() {
+  static const char* kPairs[][2] = {{"WEFT_RANK", "WEFT_WORLD_SIZE"},
+                                    {"RANK", "WORLD_SIZE"},
+                                    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                    {"PMI_RANK", "PMI_SIZE"},
+                                    {"SLURM_PROCID", "SLURM_NTASKS"}};
+  EnvRank r;
+  for (const auto& pair : kPairs)
+    if (readInt(pair[0], &r.rank) && readInt(pair[1], &r.size)) return r;
+  return EnvRank{};
+}
+
+// host:port of rank 0's bootstrap listener.
+std::optional<std::string> addressFromEnv() {
+  if (auto addr = envString("ADDR")) return addr;
+  const char* host = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (host != nullptr && port != nullptr) {
+    const bool v6 = std::strchr(host, ':') != nullptr;
+    return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + port;
+  }
+  // mpirun on one host: every rank can derive the same port from the job id.
+  int localSize = -1, size = -1;
+  if (readInt("OMPI_COMM_WORLD_LOCAL_SIZE", &localSize) &&
+      readInt("OMPI_COMM_WORLD_SIZE", &size) && localSize == size) {
+    const char* job = std::getenv("PMIX_NAMESPACE");
+    if (job == nullptr) job = std::getenv("OMPI_MCA_ess_base_jobid");
+    if (job != nullptr) {
+      uint64_t h = 1469598103934665603ull;
+      for (const char* c = job; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+      return "127.0.0.1:" + std::to_string(20000 + h % 20000);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status commInitFromEnv(const weftConfig_t* config, weftComm** out) {
+  *out = nullptr;
+  const EnvRank er = rankFromEnv();
+  if (er.rank < 0 || er.size <= 0)
+    return Status(weftInvalidArgument,
+                  "no rank and world size in the environment: set WEFT_RANK and "
+                  "WEFT_WORLD_SIZE (or launch with weftrun, torchrun, mpirun or srun)");
+  const auto addrText = addressFromEnv();
+  if (!addrText)
+    return Status(weftInvalidArgument,
+                  "no rendezvous address in the environment: set WEFT_ADDR=host:port of rank "
+                  "0 (or MASTER_ADDR and MASTER_PORT)");
+  net::SockAddr root;
+  WEFT_RETURN_IF_ERROR(net::parseHostPort(*addrText, &root));
+  // Every rank must derive the same secret; WEFT_SECRET makes it a real one.
+  uint64_t secret = 0;
+  if (auto s = envString("SECRET")) {
+    secret = std::strtoull(s->c_str(), nullptr, 16);
+  } else {
+    const std::string seed = *addrText + "/" + std::to_string(er.size);
+    secret = 1469598103934665603ull;
+    for (unsigned char c : seed) secret = (secret ^ c) * 1099511628211ull;
+  }
+  if (er.rank == 0) {
+    net::SockAddr bound;
+    Status st = startBootstrapRoot(root, secret, &bound);
+    if (!st.isOk()) {
+      // The address may name this host by an address we cannot bind: listen
+      // on every interface with that port instead.
+      net::SockAddr any;
+      any.storage.ss_family = root.family();
+      any.len = root.len;
+      any.setPort(root.port());
+      Status again = startBootstrapRoot(any, secret, &bound);
+      if (!again.isOk())
+        return makeError(weftSystemError, "rank 0 cannot listen on WEFT_ADDR %s: %s",
+                         addrText->c_str(), st.message().c_str());
+    }
+  }
+  weftUniqueId id;
+  WEFT_RETURN_IF_ERROR(encodeUniqueId(root, secret, &id));
+  return commInit(er.size, id, er.rank, config, out);
+}
+
+Status commSplit(weftComm* comm, int color, int key, const weftConfig_t* config,
+                 weftComm** out) {
+  *out = nullptr;
+  WEFT_RETURN_IF_ERROR(checkConfig(config));
+  if (color < 0 && color != WEFT_SPLIT_NOCOLOR)
+    return makeError(weftInvalidArgument, "color %d is negative (use WEFT_SPLIT_NOCOLOR)", color);
+  WEFT_RETURN_IF_ERROR(comm->engine->drain());
+  struct Entry {
+    int32_t color, key, rank;
+  };
+  std::vector<Entry> entries(comm->nranks);
+  entries[comm->rank] = {color, key, comm->rank};
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(entries.data(), sizeof(Entry)));
+
+  std::vector<Entry> members;
+  for (const Entry& e : entries)
+    if (e.color == color && color != WEFT_SPLIT_NOCOLOR) members.push_back(e);
+  std::sort(members.begin(), members.end(), [](const Entry& a, const Entry& b) {
+    return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+  });
+  int newRank = -1;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].rank == comm->rank) newRank = static_cast<int>(i);
+
+  // The first member of each new communicator hosts its rendezvous.
+  std::vector<weftUniqueId> ids(comm->nranks);
+  std::memset(ids.data(), 0, ids.size() * sizeof(weftUniqueId));
+  if (newRank == 0) {
+    net::SockAddr bound;
+    net::SockAddr here = net::defaultLocalAddress();
+    const uint64_t secret = randomU64();
+    WEFT_RETURN_IF_ERROR(startBootstrapRoot(here, secret, &bound));
+    WEFT_RETURN_IF_ERROR(encodeUniqueId(bound, secret, &ids[comm->rank]));
+  }
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(ids.data(), sizeof(weftUniqueId)));
+  if (newRank < 0) return Status::ok();
+  weftConfig_t inherited = WEFT_CONFIG_INITIALIZER;
+  inherited.timeoutMs = static_cast<int>(comm->timeoutMs);
+  return commInit(static_cast<int>(members.size()), ids[members[0].rank], newRank,
+                  config != nullptr ? config : &inherited, out);
+}
+
+Status commFinalize(weftComm* comm) {
+  WEFT_RETURN_IF_ERROR(comm->engine->drain());
+  if (comm->asyncError.load() != weftSuccess) return stickyError(comm);
+  return comm->bootstrap->barrier();
+}
+
+void commDestroy(weftComm* comm) {
+  if (comm->engine) {
+    (void)comm->engine->drain();
+    comm->engine->stop();
+  }
+  comm->magic.store(weftComm::kDead);
+  comm->engine.reset();
+  comm->shm.reset();
+  comm->bootstrap.reset();
+}
+
+void commAbort(weftComm* comm) {
+  comm->aborting.store(true);
+  if (comm->shm) comm->shm->poison(comm->rank);
+  commDestroy(comm);
+}
+
+}  // namespace weft

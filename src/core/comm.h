@@ -1,0 +1,115 @@
+// The communicator: what the C handle weftComm_t points at.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/coll.h"
+#include "bootstrap/bootstrap.h"
+#include "core/engine.h"
+#include "core/work.h"
+#include "transport/shm/shm_transport.h"
+
+namespace weft {
+
+struct PreMulSumOp {
+  bool inUse = false;
+  weftDataType_t dtype = weftFloat32;
+  weftScalarResidence_t residence = weftScalarHostImmediate;
+  alignas(8) unsigned char immediate[8] = {};
+  const void* pointer = nullptr;  // read when the op runs (weftScalarDevice)
+};
+
+class CommHealth final : public HealthMonitor {
+ public:
+  explicit CommHealth(weftComm& comm) : comm_(comm) {}
+  bool failed() const override;
+  Status check() override;
+  void beginCollective();
+
+ private:
+  weftComm& comm_;
+  std::chrono::steady_clock::time_point deadline_{};
+  std::chrono::steady_clock::time_point nextPeerCheck_{};
+};
+
+class CommContext final : public CollContext {
+ public:
+  explicit CommContext(weftComm& comm) : comm_(comm) {}
+  int rank() const override;
+  int nranks() const override;
+  SendChannel& sendTo(int peer) override;
+  RecvChannel& recvFrom(int peer) override;
+  HealthMonitor& health() override;
+  size_t chunkBytes() const override;
+
+ private:
+  weftComm& comm_;
+};
+
+}  // namespace weft
+
+struct weftComm {
+  static constexpr uint64_t kLive = 0x77656674636f6d6dull;  // "weftcomm"
+  static constexpr uint64_t kDead = 0x646561642d636f6dull;
+
+  std::atomic<uint64_t> magic{kLive};
+  int rank = 0;
+  int nranks = 0;
+  int64_t timeoutMs = 0;
+  std::string name;
+  std::vector<weft::PeerInfo> peers;
+  std::unique_ptr<weft::Bootstrap> bootstrap;
+  std::unique_ptr<weft::ShmTransport> shm;
+  weft::CommHealth health{*this};
+  weft::CommContext context{*this};
+  std::unique_ptr<weft::Engine> engine;
+  uint64_t collSeq = 0;  // collectives run so far (logging)
+
+  std::atomic<bool> aborting{false};
+  std::atomic<int> asyncError{weftSuccess};
+  std::mutex errorMu;
+  std::string errorMessage;  // why asyncError is set
+
+  std::mutex opsMu;
+  std::vector<weft::PreMulSumOp> preMulOps;  // op id = weftNumOps + index
+};
+
+namespace weft {
+
+// Communicator lifetime. Each returns what the C API returns.
+Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t* config,
+                weftComm** out);
+Status commInitFromEnv(const weftConfig_t* config, weftComm** out);
+Status commSplit(weftComm* comm, int color, int key, const weftConfig_t* config,
+                 weftComm** out);
+Status commFinalize(weftComm* comm);
+// Frees everything but the handle, which stays known as dead so that later
+// calls on it get a clear error instead of touching freed memory.
+void commDestroy(weftComm* comm);
+void commAbort(weftComm* comm);
+
+// Is this a live communicator? Sets a message if not.
+Status checkComm(const weftComm* comm);
+
+// Records a communication failure: the communicator stays failed and every
+// peer is told to stop waiting.
+void commFail(weftComm* comm, const Status& st);
+
+// Runs a task on the calling thread (the engine's runner).
+Status commRunTask(weftComm* comm, Task& task);
+// Appends a call to a task (sends and receives become point-to-point ops).
+void addToTask(Task& task, const CollCall& call);
+// Queues a task on the communicator's engine.
+std::shared_ptr<WorkState> postTask(weftComm* comm, Task task);
+// Runs one collective on the calling thread.
+Status commRunCall(weftComm* comm, CollCall& call);
+
+// Resolves an op for a call (validation happens before).
+Status resolveOp(weftComm* comm, weftRedOp_t raw, weftDataType_t dtype, RedOp* out);
+
+}  // namespace weft

@@ -1,0 +1,86 @@
+#include "core/engine.h"
+
+#include <immintrin.h>
+
+namespace weft {
+
+Engine::~Engine() { stop(); }
+
+void Engine::post(const std::shared_ptr<WorkState>& work) {
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    if (!thread_.joinable() && !stopping_) thread_ = std::thread(&Engine::threadMain, this);
+    queue_.push_back(work);
+    last_ = work;
+  }
+  queueCv_.notify_one();
+}
+
+void Engine::driveLocked(const WorkState* until) {
+  for (;;) {
+    if (until != nullptr && until->done.load(std::memory_order_acquire)) return;
+    std::shared_ptr<WorkState> item;
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    item->complete(runner_(item->task));
+  }
+}
+
+Status Engine::wait(WorkState& work,
+                    std::optional<std::chrono::steady_clock::time_point> deadline) {
+  uint32_t spins = 0;
+  while (!work.done.load(std::memory_order_acquire)) {
+    if (driver_.try_lock()) {
+      driveLocked(&work);
+      driver_.unlock();
+      continue;
+    }
+    if (deadline && std::chrono::steady_clock::now() >= *deadline)
+      return Status(weftInProgress, "the operation has not finished yet");
+    if (++spins < 2000) {
+      _mm_pause();
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(work.mu);
+    work.cv.wait_for(lock, std::chrono::milliseconds(1),
+                     [&] { return work.done.load(std::memory_order_acquire); });
+  }
+  return work.result;
+}
+
+Status Engine::drain() {
+  std::shared_ptr<WorkState> last;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    last = last_;
+  }
+  if (last) (void)wait(*last, std::nullopt);
+  return Status::ok();
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    stopping_ = true;
+  }
+  queueCv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::threadMain() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(queueMu_);
+      queueCv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+    }
+    std::lock_guard<std::mutex> driver(driver_);
+    driveLocked(nullptr);
+  }
+}
+
+}  // namespace weft

@@ -1,0 +1,45 @@
+// A unit of work for the progress engine: one collective, or one group's
+// worth of collectives and point-to-point operations for one communicator.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "base/status.h"
+
+struct weftComm;
+
+namespace weft {
+
+struct CollCall {
+  CollArgs args;
+  weftRedOp_t rawOp = weftSum;  // resolved when the call runs (PreMulSum scalars)
+};
+
+struct Task {
+  std::vector<CollCall> colls;  // run in order
+  std::vector<P2POp> p2p;       // then progressed together
+};
+
+struct WorkState {
+  weftComm* comm = nullptr;
+  Task task;
+  std::atomic<bool> done{false};
+  Status result;  // valid once done
+  std::mutex mu;
+  std::condition_variable cv;
+
+  void complete(Status st) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      result = std::move(st);
+      done.store(true, std::memory_order_release);
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace weft

@@ -1,0 +1,39 @@
+// Reduction and copy kernels on host memory: one entry per (dtype, op),
+// vectorised with runtime dispatch (AVX-512 / AVX2 / baseline).
+//
+// Half-precision and fp8 inputs are widened to fp32, combined, and rounded
+// once per output element. Integer arithmetic wraps (two's complement), as
+// NCCL's does on the GPU.
+#pragma once
+
+#include <cstddef>
+
+#include "weft/weft.h"
+
+namespace weft::kernels {
+
+enum class ReduceKind { Sum, Prod, Max, Min };
+
+// dst[i] = a[i] op b[i]. dst may alias a or b.
+void reduce(void* dst, const void* a, const void* b, size_t count, weftDataType_t dtype,
+            ReduceKind op);
+
+// dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i], left to right.
+// dst may alias any source. n >= 1.
+void reduceMany(void* dst, const void* const* srcs, int n, size_t count, weftDataType_t dtype,
+                ReduceKind op);
+
+// dst[i] = scalar * a[i] + b[i]; b may be nullptr (dst[i] = scalar * a[i]).
+// scalar points at one element of dtype. dst may alias a or b.
+void preMulSum(void* dst, const void* a, const void* scalar, const void* b, size_t count,
+               weftDataType_t dtype);
+
+// dst[i] = src[i] / divisor: the final step of avg. Integers divide with
+// truncation toward zero; floats divide in fp32 (fp64 for double).
+void divide(void* dst, const void* src, size_t count, weftDataType_t dtype, int divisor);
+
+// memcpy that switches to non-temporal stores for copies that will not be
+// read again soon (threshold: WEFT_NT_COPY_THRESHOLD, default 1 MiB).
+void copy(void* dst, const void* src, size_t bytes);
+
+}  // namespace weft::kernels

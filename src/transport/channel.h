@@ -1,0 +1,37 @@
+// The interface every transport gives the algorithm layer: one-directional,
+// ordered FIFOs of fixed-size slots between two ranks.
+//
+// Slots let an algorithm write straight into the transport's buffer (a
+// fused receive-reduce-send writes its result into the next peer's slot) and
+// read straight out of it, so no extra copy sits between algorithm and wire.
+// The calls never block: an algorithm that finds no slot or no data calls
+// Progress::idle() (algorithms/progress.h), which backs off and checks for
+// abort, timeout and dead peers.
+#pragma once
+
+#include <cstddef>
+
+namespace weft {
+
+class SendChannel {
+ public:
+  virtual ~SendChannel() = default;
+  // A writable slot of slotBytes() bytes, or nullptr while the FIFO is full.
+  // Calling it again before commit() returns the same slot.
+  virtual void* tryAcquire() = 0;
+  // Publishes the acquired slot holding `bytes` (<= slotBytes()) bytes.
+  virtual void commit(size_t bytes) = 0;
+  virtual size_t slotBytes() const = 0;
+};
+
+class RecvChannel {
+ public:
+  virtual ~RecvChannel() = default;
+  // The oldest unread slot and its byte count, or nullptr while none arrived.
+  // Calling it again before release() returns the same slot.
+  virtual const void* tryPeek(size_t* bytes) = 0;
+  // Hands the slot returned by tryPeek back to the sender.
+  virtual void release() = 0;
+};
+
+}  // namespace weft

@@ -1,0 +1,202 @@
+#include "transport/shm/shm_transport.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "base/env.h"
+#include "base/log.h"
+
+namespace weft {
+
+namespace {
+constexpr uint64_t kSegmentMagic = 0x7765667473686d31ull;  // "weftshm1"
+constexpr size_t kPage = 4096;
+constexpr uint32_t kMaxSlots = 64;
+
+struct SegmentHeader {
+  uint64_t magic;
+  std::atomic<uint32_t> abortedBy;  // 0, or 1 + the rank that poisoned
+};
+}  // namespace
+
+struct ShmFifo {
+  alignas(64) std::atomic<uint64_t> head;  // written by the sender
+  alignas(64) std::atomic<uint64_t> tail;  // written by the receiver
+  alignas(64) uint64_t bytes[kMaxSlots];   // payload size per slot, written by the sender
+};
+static_assert(sizeof(ShmFifo) <= kPage);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+namespace {
+
+size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+size_t fifoBytes(const ShmOptions& o) { return kPage + o.slots * o.slotBytes; }
+
+// Where the FIFO carrying peer -> owner traffic sits in owner's segment.
+size_t fifoOffset(int owner, int peer, const ShmOptions& o) {
+  const int index = peer < owner ? peer : peer - 1;
+  return kPage + static_cast<size_t>(index) * fifoBytes(o);
+}
+
+std::string segmentName(uint64_t secret, int rank) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/weft-%016" PRIx64 "-%d", secret, rank);
+  return name;
+}
+
+// Every rank reports whether its step worked; a failure anywhere fails all.
+Status agree(Bootstrap& bootstrap, const Status& mine, const char* step) {
+  std::vector<int32_t> codes(bootstrap.nranks());
+  codes[bootstrap.rank()] = mine.code();
+  WEFT_RETURN_IF_ERROR(bootstrap.allGather(codes.data(), sizeof(int32_t)));
+  if (!mine.isOk()) return mine;
+  for (int r = 0; r < bootstrap.nranks(); ++r)
+    if (codes[r] != weftSuccess)
+      return makeError(static_cast<weftResult_t>(codes[r]),
+                       "rank %d failed to %s (see that rank's error)", r, step);
+  return Status::ok();
+}
+
+}  // namespace
+
+ShmOptions ShmOptions::fromEnv() {
+  ShmOptions o;
+  o.slots = static_cast<uint32_t>(
+      std::clamp<int64_t>(envInt("SHM_SLOTS", o.slots), 2, static_cast<int64_t>(kMaxSlots)));
+  o.slotBytes = roundUp(std::max<uint64_t>(envBytes("SHM_SLOT_BYTES", o.slotBytes), 4096), 64);
+  return o;
+}
+
+ShmSendChannel::ShmSendChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes)
+    : fifo_(fifo), slots_(slots), nslots_(nslots), slotBytes_(slotBytes) {
+  head_ = fifo_->head.load(std::memory_order_relaxed);
+  tailSeen_ = fifo_->tail.load(std::memory_order_acquire);
+}
+
+void* ShmSendChannel::tryAcquire() {
+  if (head_ - tailSeen_ >= nslots_) {
+    tailSeen_ = fifo_->tail.load(std::memory_order_acquire);
+    if (head_ - tailSeen_ >= nslots_) return nullptr;
+  }
+  return slots_ + (head_ % nslots_) * slotBytes_;
+}
+
+void ShmSendChannel::commit(size_t bytes) {
+  fifo_->bytes[head_ % nslots_] = bytes;
+  ++head_;
+  fifo_->head.store(head_, std::memory_order_release);
+}
+
+ShmRecvChannel::ShmRecvChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes)
+    : fifo_(fifo), slots_(slots), nslots_(nslots), slotBytes_(slotBytes) {
+  tail_ = fifo_->tail.load(std::memory_order_relaxed);
+  headSeen_ = fifo_->head.load(std::memory_order_acquire);
+}
+
+const void* ShmRecvChannel::tryPeek(size_t* bytes) {
+  if (tail_ == headSeen_) {
+    headSeen_ = fifo_->head.load(std::memory_order_acquire);
+    if (tail_ == headSeen_) return nullptr;
+  }
+  *bytes = fifo_->bytes[tail_ % nslots_];
+  return slots_ + (tail_ % nslots_) * slotBytes_;
+}
+
+void ShmRecvChannel::release() {
+  ++tail_;
+  fifo_->tail.store(tail_, std::memory_order_release);
+}
+
+Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
+                            std::unique_ptr<ShmTransport>* out) {
+  const int rank = bootstrap.rank();
+  const int nranks = bootstrap.nranks();
+  for (const PeerInfo& p : bootstrap.peers())
+    if (p.hostHash != bootstrap.peers()[rank].hostHash)
+      return makeError(weftInvalidUsage,
+                       "rank %d is on another host than rank %d; weft's TCP transport for ranks "
+                       "across hosts is not available yet (shared memory only)",
+                       p.rank, rank);
+
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->rank_ = rank;
+  t->nranks_ = nranks;
+  t->options_ = options;
+  t->segments_.resize(nranks);
+
+  const size_t perFifo = fifoBytes(options);
+  const size_t bytes = kPage + static_cast<size_t>(std::max(nranks - 1, 0)) * perFifo;
+  if (options.slotBytes > (SIZE_MAX / 2) / options.slots / std::max(nranks, 1))
+    return makeError(weftInvalidArgument, "WEFT_SHM_SLOT_BYTES x WEFT_SHM_SLOTS is too large");
+
+  // Step 1: every rank makes the segment for its incoming FIFOs.
+  Status made = ShmSegment::create(segmentName(bootstrap.secret(), rank), bytes, &t->segments_[rank]);
+  if (made.isOk()) {
+    auto* header = new (t->segments_[rank].data()) SegmentHeader();
+    header->magic = kSegmentMagic;
+    for (int peer = 0; peer < nranks; ++peer) {
+      if (peer == rank) continue;
+      new (static_cast<char*>(t->segments_[rank].data()) + fifoOffset(rank, peer, options))
+          ShmFifo();
+    }
+  }
+  WEFT_RETURN_IF_ERROR(agree(bootstrap, made, "create its shared-memory segment"));
+
+  // Step 2: map every peer's segment.
+  Status opened;
+  for (int peer = 0; peer < nranks && opened.isOk(); ++peer) {
+    if (peer == rank) continue;
+    opened = ShmSegment::open(segmentName(bootstrap.secret(), peer), &t->segments_[peer]);
+    if (opened.isOk() && t->segments_[peer].size() != bytes)
+      opened = makeError(weftInvalidUsage,
+                         "rank %d's shared-memory segment has another size: do all ranks use the "
+                         "same WEFT_SHM_SLOTS and WEFT_SHM_SLOT_BYTES?",
+                         peer);
+  }
+  WEFT_RETURN_IF_ERROR(agree(bootstrap, opened, "map its peers' shared-memory segments"));
+
+  // Step 3: everyone has everything mapped; the names can go.
+  t->segments_[rank].unlink();
+
+  t->send_.resize(nranks);
+  t->recv_.resize(nranks);
+  for (int peer = 0; peer < nranks; ++peer) {
+    if (peer == rank) continue;
+    char* theirs = static_cast<char*>(t->segments_[peer].data()) + fifoOffset(peer, rank, options);
+    char* mine = static_cast<char*>(t->segments_[rank].data()) + fifoOffset(rank, peer, options);
+    t->send_[peer] = std::make_unique<ShmSendChannel>(reinterpret_cast<ShmFifo*>(theirs),
+                                                      theirs + kPage, options.slots,
+                                                      options.slotBytes);
+    t->recv_[peer] = std::make_unique<ShmRecvChannel>(reinterpret_cast<ShmFifo*>(mine),
+                                                      mine + kPage, options.slots,
+                                                      options.slotBytes);
+  }
+  WEFT_INFO(kLogShm, "shm transport: %d ranks, %u slots of %zu KiB per peer, %.1f MiB segment",
+            nranks, options.slots, options.slotBytes >> 10, bytes / 1048576.0);
+  *out = std::move(t);
+  return Status::ok();
+}
+
+ShmTransport::~ShmTransport() = default;
+
+int ShmTransport::abortedBy() const {
+  const auto* header = static_cast<const SegmentHeader*>(segments_[rank_].data());
+  return static_cast<int>(header->abortedBy.load(std::memory_order_acquire));
+}
+
+void ShmTransport::poison(int byRank) {
+  for (auto& seg : segments_) {
+    if (seg.data() == nullptr) continue;
+    auto* header = static_cast<SegmentHeader*>(seg.data());
+    uint32_t expected = 0;
+    header->abortedBy.compare_exchange_strong(expected, static_cast<uint32_t>(byRank + 1));
+  }
+}
+
+}  // namespace weft
