@@ -11,6 +11,8 @@
 
 #include <cstddef>
 
+#include "base/status.h"
+
 namespace weft {
 
 class SendChannel {
@@ -22,6 +24,16 @@ class SendChannel {
   // Publishes the acquired slot holding `bytes` (<= slotBytes()) bytes.
   virtual void commit(size_t bytes) = 0;
   virtual size_t slotBytes() const = 0;
+
+  // Single copy. Where the transport can let the receiver read this
+  // process's memory (cross-memory attach), publish() puts a reference to
+  // `bytes` at `src` in the acquired slot instead of data, and the receiver
+  // copies straight from `src` to its destination. `src` must stay unchanged
+  // until drained() is true.
+  virtual bool canPublish() const { return false; }
+  virtual void publish(const void* src, size_t bytes) {}
+  // True once the receiver has released every slot committed so far.
+  virtual bool drained() = 0;
 };
 
 class RecvChannel {
@@ -32,6 +44,15 @@ class RecvChannel {
   virtual const void* tryPeek(size_t* bytes) = 0;
   // Hands the slot returned by tryPeek back to the sender.
   virtual void release() = 0;
+
+  // True when the slot tryPeek returned holds a published reference (then
+  // tryPeek's byte count is the published size) rather than data.
+  virtual bool peekedPublished() const { return false; }
+  // Copies `bytes` from `offset` into the published buffer of the peeked
+  // slot straight into dst.
+  virtual Status readPublished(void* dst, size_t offset, size_t bytes) {
+    return Status(weftInternalError, "this channel has no single-copy path");
+  }
 };
 
 }  // namespace weft

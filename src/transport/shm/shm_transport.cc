@@ -1,6 +1,10 @@
 #include "transport/shm/shm_transport.h"
 
+#include <sys/prctl.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cinttypes>
@@ -17,6 +21,19 @@ namespace {
 constexpr uint64_t kSegmentMagic = 0x7765667473686d31ull;  // "weftshm1"
 constexpr size_t kPage = 4096;
 constexpr uint32_t kMaxSlots = 64;
+
+constexpr uint64_t kPublishedFlag = 1ull << 63;
+constexpr uint64_t kDescriptorMagic = 0x7765667470756231ull;  // "weftpub1"
+
+// What a published slot holds instead of data.
+struct PublishedRef {
+  uint64_t magic;
+  uint64_t address;
+  uint64_t bytes;
+};
+
+// A word every process can read in its peers to test cross-memory attach.
+volatile uint64_t crossMemoryProbe = 0;
 
 struct SegmentHeader {
   uint64_t magic;
@@ -70,11 +87,13 @@ ShmOptions ShmOptions::fromEnv() {
   o.slots = static_cast<uint32_t>(
       std::clamp<int64_t>(envInt("SHM_SLOTS", o.slots), 2, static_cast<int64_t>(kMaxSlots)));
   o.slotBytes = roundUp(std::max<uint64_t>(envBytes("SHM_SLOT_BYTES", o.slotBytes), 4096), 64);
+  o.direct = envInt("SHM_DIRECT", 1) != 0;
   return o;
 }
 
-ShmSendChannel::ShmSendChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes)
-    : fifo_(fifo), slots_(slots), nslots_(nslots), slotBytes_(slotBytes) {
+ShmSendChannel::ShmSendChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes,
+                               bool direct)
+    : direct_(direct), fifo_(fifo), slots_(slots), nslots_(nslots), slotBytes_(slotBytes) {
   head_ = fifo_->head.load(std::memory_order_relaxed);
   tailSeen_ = fifo_->tail.load(std::memory_order_acquire);
 }
@@ -93,10 +112,26 @@ void ShmSendChannel::commit(size_t bytes) {
   fifo_->head.store(head_, std::memory_order_release);
 }
 
-ShmRecvChannel::ShmRecvChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes)
-    : fifo_(fifo), slots_(slots), nslots_(nslots), slotBytes_(slotBytes) {
+ShmRecvChannel::ShmRecvChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes,
+                               int peerPid)
+    : peerPid_(peerPid), fifo_(fifo), slots_(slots), nslots_(nslots), slotBytes_(slotBytes) {
   tail_ = fifo_->tail.load(std::memory_order_relaxed);
   headSeen_ = fifo_->head.load(std::memory_order_acquire);
+}
+
+void ShmSendChannel::publish(const void* src, size_t bytes) {
+  auto* ref = reinterpret_cast<PublishedRef*>(slots_ + (head_ % nslots_) * slotBytes_);
+  ref->magic = kDescriptorMagic;
+  ref->address = reinterpret_cast<uint64_t>(src);
+  ref->bytes = bytes;
+  fifo_->bytes[head_ % nslots_] = bytes | kPublishedFlag;
+  ++head_;
+  fifo_->head.store(head_, std::memory_order_release);
+}
+
+bool ShmSendChannel::drained() {
+  tailSeen_ = fifo_->tail.load(std::memory_order_acquire);
+  return tailSeen_ == head_;
 }
 
 const void* ShmRecvChannel::tryPeek(size_t* bytes) {
@@ -104,8 +139,35 @@ const void* ShmRecvChannel::tryPeek(size_t* bytes) {
     headSeen_ = fifo_->head.load(std::memory_order_acquire);
     if (tail_ == headSeen_) return nullptr;
   }
-  *bytes = fifo_->bytes[tail_ % nslots_];
+  const uint64_t raw = fifo_->bytes[tail_ % nslots_];
+  peekedPublished_ = (raw & kPublishedFlag) != 0;
+  *bytes = raw & ~kPublishedFlag;
   return slots_ + (tail_ % nslots_) * slotBytes_;
+}
+
+Status ShmRecvChannel::readPublished(void* dst, size_t offset, size_t bytes) {
+  const auto* ref = reinterpret_cast<const PublishedRef*>(slots_ + (tail_ % nslots_) * slotBytes_);
+  if (!peekedPublished_ || ref->magic != kDescriptorMagic || offset > ref->bytes ||
+      bytes > ref->bytes - offset)
+    return makeError(weftInternalError, "bad single-copy reference from a peer (offset %zu, %zu bytes)",
+                     offset, bytes);
+  char* out = static_cast<char*>(dst);
+  uint64_t from = ref->address + offset;
+  while (bytes > 0) {
+    iovec local{out, bytes};
+    iovec remote{reinterpret_cast<void*>(from), bytes};
+    const ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return makeError(n < 0 && errno == ESRCH ? weftRemoteError : weftSystemError,
+                       "single-copy read from pid %d failed: %s", peerPid_,
+                       n < 0 ? strerror(errno) : "no progress");
+    }
+    out += n;
+    from += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+  return Status::ok();
 }
 
 void ShmRecvChannel::release() {
@@ -164,6 +226,37 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
   // Step 3: everyone has everything mapped; the names can go.
   t->segments_[rank].unlink();
 
+  // Single copy needs every rank to read every peer (same user, ptrace
+  // policy, no seccomp filter): test it and agree.
+  if (t->options_.direct && nranks > 1) {
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    crossMemoryProbe = static_cast<uint64_t>(getpid());
+    struct Probe {
+      uint64_t address;
+      int32_t pid;
+      int32_t ok;
+    };
+    std::vector<Probe> probes(nranks);
+    probes[rank] = {reinterpret_cast<uint64_t>(&crossMemoryProbe), getpid(), 1};
+    WEFT_RETURN_IF_ERROR(bootstrap.allGather(probes.data(), sizeof(Probe)));
+    int32_t ok = 1;
+    for (int peer = 0; peer < nranks; ++peer) {
+      if (peer == rank) continue;
+      uint64_t got = 0;
+      iovec local{&got, sizeof got};
+      iovec remote{reinterpret_cast<void*>(probes[peer].address), sizeof got};
+      if (process_vm_readv(probes[peer].pid, &local, 1, &remote, 1, 0) != sizeof got ||
+          got != static_cast<uint64_t>(probes[peer].pid))
+        ok = 0;
+    }
+    std::vector<int32_t> oks(nranks);
+    oks[rank] = ok;
+    WEFT_RETURN_IF_ERROR(bootstrap.allGather(oks.data(), sizeof(int32_t)));
+    for (int32_t v : oks) t->options_.direct = t->options_.direct && v != 0;
+    if (!t->options_.direct)
+      WEFT_INFO(kLogShm, "single-copy (cross-memory attach) unavailable; using the FIFOs only");
+  }
+
   t->send_.resize(nranks);
   t->recv_.resize(nranks);
   for (int peer = 0; peer < nranks; ++peer) {
@@ -172,13 +265,16 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
     char* mine = static_cast<char*>(t->segments_[rank].data()) + fifoOffset(rank, peer, options);
     t->send_[peer] = std::make_unique<ShmSendChannel>(reinterpret_cast<ShmFifo*>(theirs),
                                                       theirs + kPage, options.slots,
-                                                      options.slotBytes);
+                                                      options.slotBytes, t->options_.direct);
     t->recv_[peer] = std::make_unique<ShmRecvChannel>(reinterpret_cast<ShmFifo*>(mine),
                                                       mine + kPage, options.slots,
-                                                      options.slotBytes);
+                                                      options.slotBytes, bootstrap.peers()[peer].pid);
   }
-  WEFT_INFO(kLogShm, "shm transport: %d ranks, %u slots of %zu KiB per peer, %.1f MiB segment",
-            nranks, options.slots, options.slotBytes >> 10, bytes / 1048576.0);
+  WEFT_INFO(kLogShm,
+            "shm transport: %d ranks, %u slots of %zu KiB per peer, %.1f MiB segment, single "
+            "copy %s",
+            nranks, options.slots, options.slotBytes >> 10, bytes / 1048576.0,
+            t->options_.direct ? "on" : "off");
   *out = std::move(t);
   return Status::ok();
 }

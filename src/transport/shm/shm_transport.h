@@ -26,12 +26,16 @@ struct ShmFifo;
 
 class ShmSendChannel final : public SendChannel {
  public:
-  ShmSendChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes);
+  ShmSendChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes, bool direct);
   void* tryAcquire() override;
   void commit(size_t bytes) override;
   size_t slotBytes() const override { return slotBytes_; }
+  bool canPublish() const override { return direct_; }
+  void publish(const void* src, size_t bytes) override;
+  bool drained() override;
 
  private:
+  bool direct_;
   ShmFifo* fifo_;
   char* slots_;
   uint32_t nslots_;
@@ -42,11 +46,15 @@ class ShmSendChannel final : public SendChannel {
 
 class ShmRecvChannel final : public RecvChannel {
  public:
-  ShmRecvChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes);
+  ShmRecvChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size_t slotBytes, int peerPid);
   const void* tryPeek(size_t* bytes) override;
   void release() override;
+  bool peekedPublished() const override { return peekedPublished_; }
+  Status readPublished(void* dst, size_t offset, size_t bytes) override;
 
  private:
+  int peerPid_;
+  bool peekedPublished_ = false;
   ShmFifo* fifo_;
   char* slots_;
   uint32_t nslots_;
@@ -58,6 +66,7 @@ class ShmRecvChannel final : public RecvChannel {
 struct ShmOptions {
   uint32_t slots = 4;            // WEFT_SHM_SLOTS
   size_t slotBytes = 256 << 10;  // WEFT_SHM_SLOT_BYTES
+  bool direct = true;            // WEFT_SHM_DIRECT: single copy by cross-memory attach
   static ShmOptions fromEnv();
 };
 
@@ -72,6 +81,8 @@ class ShmTransport {
   SendChannel& sendTo(int peer) { return *send_[peer]; }
   RecvChannel& recvFrom(int peer) { return *recv_[peer]; }
   size_t slotBytes() const { return options_.slotBytes; }
+  // Whether every rank can read every peer's memory (cross-memory attach).
+  bool directEnabled() const { return options_.direct; }
 
   // Set once any rank has poisoned the communicator; 1 + that rank.
   int abortedBy() const;

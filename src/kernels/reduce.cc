@@ -1,0 +1,162 @@
+// Entry points of the host kernels: pick the ISA once, then one table lookup
+// per call. The kernels themselves are in simd_impl.h.
+#include "kernels/reduce.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/dtype.h"
+#include "kernels/dispatch.h"
+
+namespace weft::kernels {
+namespace {
+
+const KernelTable* tableFor(Isa isa) {
+  switch (isa) {
+    case Isa::Generic:
+      return genericTable();
+    case Isa::Avx2:
+      return avx2Table();
+    case Isa::Avx512:
+      return avx512Table();
+  }
+  return nullptr;
+}
+
+bool cpuRuns(Isa isa) {
+#if defined(__x86_64__)
+  // libgcc's checks include the OS (XCR0) state for AVX and AVX-512.
+  switch (isa) {
+    case Isa::Generic:
+      return true;
+    case Isa::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case Isa::Avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+#else
+  return isa == Isa::Generic;
+#endif
+}
+
+// WEFT_KERNEL_ISA caps the choice (generic, avx2, avx512); unset or unknown
+// means the best the CPU runs.
+const KernelTable* chooseTable() {
+  int cap = kNumIsas - 1;
+  if (const char* env = std::getenv("WEFT_KERNEL_ISA")) {
+    for (int i = 0; i < kNumIsas; ++i) {
+      if (std::strcmp(env, isaName(static_cast<Isa>(i))) == 0) cap = i;
+    }
+  }
+  for (int i = cap; i > 0; --i) {
+    if (isaSupported(static_cast<Isa>(i))) return tableFor(static_cast<Isa>(i));
+  }
+  return genericTable();
+}
+
+std::atomic<const KernelTable*> gTable{nullptr};
+
+size_t streamThreshold() {
+  static const size_t threshold = [] {
+    size_t v = size_t{1} << 20;
+    if (const char* env = std::getenv("WEFT_NT_COPY_THRESHOLD")) {
+      char* end = nullptr;
+      const unsigned long long parsed = std::strtoull(env, &end, 0);
+      if (end != env && *end == '\0') v = static_cast<size_t>(parsed);
+    }
+    return v;
+  }();
+  return threshold;
+}
+
+bool validOp(weftDataType_t dtype, ReduceKind op) {
+  const unsigned k = static_cast<unsigned>(op);
+  return static_cast<unsigned>(dtype) < weftNumTypes && k < kNumReduceKinds;
+}
+
+}  // namespace
+
+const char* isaName(Isa isa) {
+  switch (isa) {
+    case Isa::Generic:
+      return "generic";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+bool isaSupported(Isa isa) {
+  return tableFor(isa) != nullptr && cpuRuns(isa);
+}
+
+const KernelTable& activeTable() {
+  const KernelTable* t = gTable.load(std::memory_order_acquire);
+  if (__builtin_expect(t == nullptr, 0)) {
+    // Racing first calls all compute the same answer.
+    t = chooseTable();
+    gTable.store(t, std::memory_order_release);
+  }
+  return *t;
+}
+
+Isa activeIsa() {
+  return activeTable().isa;
+}
+
+bool setIsa(Isa isa) {
+  if (!isaSupported(isa)) return false;
+  gTable.store(tableFor(isa), std::memory_order_release);
+  return true;
+}
+
+// Invalid dtype or op: the call does nothing (callers validate arguments).
+void reduce(void* dst, const void* a, const void* b, size_t count, weftDataType_t dtype,
+            ReduceKind op) {
+  if (!validOp(dtype, op) || count == 0) return;
+  activeTable().binary[dtype][static_cast<int>(op)](dst, a, b, count);
+}
+
+void reduceMany(void* dst, const void* const* srcs, int n, size_t count, weftDataType_t dtype,
+                ReduceKind op) {
+  if (!validOp(dtype, op) || count == 0 || n < 1) return;
+  if (n == 1) {
+    if (dst != srcs[0]) std::memcpy(dst, srcs[0], count * dtypeSize(dtype));
+    return;
+  }
+  const KernelTable& t = activeTable();
+  if (n == 2) {
+    t.binary[dtype][static_cast<int>(op)](dst, srcs[0], srcs[1], count);
+    return;
+  }
+  t.many[dtype][static_cast<int>(op)](dst, srcs, n, count);
+}
+
+void preMulSum(void* dst, const void* a, const void* scalar, const void* b, size_t count,
+               weftDataType_t dtype) {
+  if (static_cast<unsigned>(dtype) >= weftNumTypes || count == 0) return;
+  activeTable().preMulSum[dtype](dst, a, scalar, b, count);
+}
+
+void divide(void* dst, const void* src, size_t count, weftDataType_t dtype, int divisor) {
+  if (static_cast<unsigned>(dtype) >= weftNumTypes || count == 0) return;
+  activeTable().divide[dtype](dst, src, count, divisor);
+}
+
+// Copies of more than WEFT_NT_COPY_THRESHOLD bytes (default 1 MiB) bypass the
+// cache; smaller ones are plain memcpy.
+void copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (bytes <= streamThreshold()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  activeTable().streamCopy(dst, src, bytes);
+}
+
+}  // namespace weft::kernels
