@@ -1,0 +1,57 @@
+// Chain broadcast: root -> root+1 -> ... -> root+n-1, pipelined one chunk
+// (channel slot) at a time. Each rank forwards a chunk before copying it into
+// its own output, so the chunk keeps moving down the chain. recv is the
+// output on every rank; the root copies send -> recv when they differ.
+//
+// Cost, n ranks, N bytes in C chunks: n-1+C-1 pipeline steps; every rank but
+// the last sends N bytes, every rank but the root receives N bytes.
+// Deadlock-free with any slot count: the chain has no cycle.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/detail.h"
+#include "base/dtype.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+
+Status chainBroadcast(CollContext& ctx, const CollArgs& a) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  const size_t es = dtypeSize(a.dtype);
+  const size_t total = a.count * es;
+  const char* in = static_cast<const char*>(a.send);
+  char* out = static_cast<char*>(a.recv);
+  const int pos = algo::mod(r - a.root, n);  // 0 at the root
+  if (n == 1) {
+    if (in != out && total > 0) kernels::copy(out, in, total);
+    return Status::ok();
+  }
+
+  SendChannel* next = pos < n - 1 ? &ctx.sendTo(algo::mod(r + 1, n)) : nullptr;
+  RecvChannel* prev = pos > 0 ? &ctx.recvFrom(algo::mod(r - 1, n)) : nullptr;
+  Progress progress(ctx.health());
+  const size_t chunk = ctx.chunkBytes() / es * es;
+
+  for (size_t off = 0; off < total; off += chunk) {
+    const size_t bytes = std::min(chunk, total - off);
+    const void* src;
+    if (prev) {
+      WEFT_RETURN_IF_ERROR(peekSlot(*prev, progress, bytes, &src));
+    } else {
+      src = in + off;
+    }
+    if (next) {
+      void* slot;
+      WEFT_RETURN_IF_ERROR(acquireSlot(*next, progress, &slot));
+      std::memcpy(slot, src, bytes);
+      next->commit(bytes);
+    }
+    if (src != out + off) std::memcpy(out + off, src, bytes);
+    if (prev) prev->release();
+  }
+  return Status::ok();
+}
+
+}  // namespace weft

@@ -1,0 +1,74 @@
+// Direct gather: every non-root sends its block to the root one chunk
+// (channel slot) at a time; the root polls all peers round-robin, so it takes
+// chunks in whatever order they arrive and no peer waits on another. The root
+// copies its own block unless in place (send == recv + root*count).
+//
+// Cost, n ranks, N = count bytes per rank: 1 step; each non-root sends N
+// bytes, the root receives (n-1) * N bytes.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/detail.h"
+#include "base/dtype.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+
+Status directGather(CollContext& ctx, const CollArgs& a) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  const size_t bytes = a.count * dtypeSize(a.dtype);
+  const size_t chunk = ctx.chunkBytes();
+  const char* in = static_cast<const char*>(a.send);
+  Progress progress(ctx.health());
+
+  if (r != a.root) {
+    SendChannel& ch = ctx.sendTo(a.root);
+    for (size_t off = 0; off < bytes; off += chunk) {
+      const size_t c = std::min(chunk, bytes - off);
+      void* slot;
+      WEFT_RETURN_IF_ERROR(acquireSlot(ch, progress, &slot));
+      std::memcpy(slot, in + off, c);
+      ch.commit(c);
+    }
+    return Status::ok();
+  }
+
+  char* out = static_cast<char*>(a.recv);
+  if (bytes == 0) return Status::ok();
+  char* own = out + static_cast<size_t>(r) * bytes;
+  if (in != own) kernels::copy(own, in, bytes);
+
+  thread_local std::vector<size_t> got;
+  got.assign(n, 0);
+  int pending = n - 1;
+  while (pending > 0) {
+    bool moved = false;
+    for (int s = 1; s < n; ++s) {
+      const int p = algo::mod(r + s, n);
+      RecvChannel& ch = ctx.recvFrom(p);
+      while (got[p] < bytes) {
+        size_t have = 0;
+        const void* data = ch.tryPeek(&have);
+        if (!data) break;
+        const size_t c = std::min(chunk, bytes - got[p]);
+        if (have != c) return algo::sizeMismatch(have, c);
+        std::memcpy(out + static_cast<size_t>(p) * bytes + got[p], data, c);
+        ch.release();
+        got[p] += c;
+        moved = true;
+        if (got[p] == bytes) --pending;
+      }
+    }
+    if (moved) {
+      progress.made();
+    } else {
+      WEFT_RETURN_IF_ERROR(progress.idle());
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace weft

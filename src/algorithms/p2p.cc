@@ -1,0 +1,142 @@
+// Point-to-point batches: every send and receive of one group, progressed
+// together in one polling loop so that no posting order deadlocks.
+//
+// Messages to one peer in one direction form a FIFO in posted order; each
+// moves one chunk (channel slot) at a time and the next starts when it is
+// done. Sends to self are matched in order with receives from self and
+// copied. Zero-byte operations move nothing on either side.
+//
+// Cost, per message of N bytes: ceil(N / chunkBytes) slots, N bytes sent and
+// received; messages to different peers and directions overlap.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/detail.h"
+
+namespace weft {
+
+namespace {
+
+// Pairs sends to self with receives from self, in posted order, and copies.
+Status runSelf(std::span<const P2POp> ops, int self) {
+  size_t ri = 0;
+  auto isSelf = [&](const P2POp& op, bool send) {
+    return op.peer == self && op.isSend == send && op.bytes > 0;
+  };
+  for (const P2POp& s : ops) {
+    if (!isSelf(s, true)) continue;
+    while (ri < ops.size() && !isSelf(ops[ri], false)) ++ri;
+    if (ri == ops.size()) {
+      return makeError(weftInvalidUsage,
+                       "rank %d sends %zu bytes to itself with no matching "
+                       "receive in the same group",
+                       self, s.bytes);
+    }
+    const P2POp& d = ops[ri++];
+    if (d.bytes != s.bytes) {
+      return makeError(weftInvalidUsage,
+                       "rank %d sends %zu bytes to itself but receives %zu: the counts differ",
+                       self, s.bytes, d.bytes);
+    }
+    if (d.buf != s.buf) std::memmove(d.buf, s.buf, s.bytes);
+  }
+  for (; ri < ops.size(); ++ri) {
+    if (isSelf(ops[ri], false)) {
+      return makeError(weftInvalidUsage,
+                       "rank %d receives %zu bytes from itself with no matching send in the "
+                       "same group",
+                       self, ops[ri].bytes);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status runP2P(CollContext& ctx, std::span<const P2POp> ops) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  const size_t chunk = ctx.chunkBytes();
+  for (const P2POp& op : ops) {
+    if (op.peer < 0 || op.peer >= n) {
+      return makeError(weftInvalidArgument,
+                       "%s peer %d is not a rank of this %d-rank "
+                       "communicator",
+                       op.isSend ? "send" : "recv", op.peer, n);
+    }
+  }
+  WEFT_RETURN_IF_ERROR(runSelf(ops, r));
+
+  // Per (peer, direction) FIFO of op indices: head[2*peer + isSend] is the
+  // first unfinished one, nextOp links to the one posted after it.
+  thread_local std::vector<int> head, nextOp, active;
+  thread_local std::vector<size_t> done;
+  head.assign(2 * static_cast<size_t>(n), -1);
+  nextOp.assign(ops.size(), -1);
+  done.assign(ops.size(), 0);
+  active.clear();
+  for (size_t i = ops.size(); i-- > 0;) {
+    const P2POp& op = ops[i];
+    if (op.peer == r || op.bytes == 0) continue;
+    const int key = 2 * op.peer + (op.isSend ? 1 : 0);
+    nextOp[i] = head[key];
+    head[key] = static_cast<int>(i);
+  }
+  for (int key = 0; key < 2 * n; ++key) {
+    if (head[key] >= 0) active.push_back(key);
+  }
+
+  Progress progress(ctx.health());
+  while (!active.empty()) {
+    bool moved = false;
+    for (size_t k = 0; k < active.size();) {
+      const int key = active[k];
+      const int peer = key / 2;
+      int i = head[key];
+      if (key & 1) {
+        SendChannel& ch = ctx.sendTo(peer);
+        while (i >= 0) {
+          void* slot = ch.tryAcquire();
+          if (!slot) break;
+          const P2POp& op = ops[i];
+          const size_t c = std::min(chunk, op.bytes - done[i]);
+          std::memcpy(slot, static_cast<const char*>(op.buf) + done[i], c);
+          ch.commit(c);
+          moved = true;
+          if ((done[i] += c) == op.bytes) i = nextOp[i];
+        }
+      } else {
+        RecvChannel& ch = ctx.recvFrom(peer);
+        while (i >= 0) {
+          size_t have = 0;
+          const void* data = ch.tryPeek(&have);
+          if (!data) break;
+          const P2POp& op = ops[i];
+          const size_t c = std::min(chunk, op.bytes - done[i]);
+          if (have != c) return algo::sizeMismatch(have, c);
+          std::memcpy(static_cast<char*>(op.buf) + done[i], data, c);
+          ch.release();
+          moved = true;
+          if ((done[i] += c) == op.bytes) i = nextOp[i];
+        }
+      }
+      head[key] = i;
+      if (i < 0) {
+        active[k] = active.back();
+        active.pop_back();
+      } else {
+        ++k;
+      }
+    }
+    if (moved) {
+      progress.made();
+    } else {
+      WEFT_RETURN_IF_ERROR(progress.idle());
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace weft

@@ -1,0 +1,140 @@
+// Progress back-off, the blocking slot helpers and the reduction arithmetic
+// shared by every algorithm.
+//
+// idle() spins with a pause instruction for the first rounds (a hand-off
+// between cores takes well under a microsecond), then yields the CPU (ranks
+// often outnumber cores), then sleeps in short naps. failed() is read every
+// round; the slower check() (timeout, dead peers) every kCheckEvery rounds
+// once spinning is over.
+#include <sched.h>
+#include <time.h>
+
+#include <cstring>
+
+#include "algorithms/coll.h"
+#include "algorithms/detail.h"
+#include "base/dtype.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+
+namespace {
+
+constexpr uint32_t kSpinRounds = 2000;
+constexpr uint32_t kYieldRounds = kSpinRounds + 16384;
+constexpr uint32_t kCheckEvery = 1024;
+constexpr long kNapNs = 30 * 1000;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+}  // namespace
+
+Status Progress::idle() {
+  const uint32_t round = idleRounds_;
+  if (idleRounds_ != UINT32_MAX) ++idleRounds_;
+  if (health_.failed()) {
+    Status s = health_.check();
+    if (!s.isOk()) return s;
+    return makeError(weftRemoteError, "collective abandoned: the communicator has failed");
+  }
+  if (round < kSpinRounds) {
+    cpuRelax();
+    return Status::ok();
+  }
+  if ((round - kSpinRounds) % kCheckEvery == 0) WEFT_RETURN_IF_ERROR(health_.check());
+  if (round < kYieldRounds) {
+    sched_yield();
+  } else {
+    timespec nap{0, kNapNs};
+    nanosleep(&nap, nullptr);
+  }
+  return Status::ok();
+}
+
+Status algo::sizeMismatch(size_t got, size_t expected) {
+  return makeError(weftInvalidUsage,
+                   "rank got a %zu-byte message where %zu were expected: ranks called different "
+                   "collectives or counts",
+                   got, expected);
+}
+
+Status acquireSlot(SendChannel& ch, Progress& progress, void** slot) {
+  for (;;) {
+    if (void* s = ch.tryAcquire()) {
+      progress.made();
+      *slot = s;
+      return Status::ok();
+    }
+    WEFT_RETURN_IF_ERROR(progress.idle());
+  }
+}
+
+Status peekSlot(RecvChannel& ch, Progress& progress, size_t expectBytes, const void** data) {
+  for (;;) {
+    size_t bytes = 0;
+    if (const void* d = ch.tryPeek(&bytes)) {
+      progress.made();
+      if (bytes != expectBytes) return algo::sizeMismatch(bytes, expectBytes);
+      *data = d;
+      return Status::ok();
+    }
+    WEFT_RETURN_IF_ERROR(progress.idle());
+  }
+}
+
+void contribute(void* dst, const void* local, size_t count, const CollArgs& args) {
+  if (count == 0) return;
+  if (args.op.preMul) {
+    kernels::preMulSum(dst, local, args.op.scalar, nullptr, count, args.dtype);
+  } else if (dst != local) {
+    kernels::copy(dst, local, count * dtypeSize(args.dtype));
+  }
+}
+
+void combine(void* dst, const void* local, const void* incoming, size_t count,
+             const CollArgs& args) {
+  if (count == 0) return;
+  if (args.op.preMul) {
+    kernels::preMulSum(dst, local, args.op.scalar, incoming, count, args.dtype);
+  } else {
+    kernels::reduce(dst, local, incoming, count, args.dtype, args.op.kind);
+  }
+}
+
+void finish(void* buf, size_t count, const CollArgs& args, int nranks) {
+  if (args.op.average && count > 0) kernels::divide(buf, buf, count, args.dtype, nranks);
+}
+
+const char* collName(CollKind kind) {
+  switch (kind) {
+    case CollKind::AllReduce:
+      return "AllReduce";
+    case CollKind::Broadcast:
+      return "Broadcast";
+    case CollKind::Reduce:
+      return "Reduce";
+    case CollKind::AllGather:
+      return "AllGather";
+    case CollKind::ReduceScatter:
+      return "ReduceScatter";
+    case CollKind::AllToAll:
+      return "AllToAll";
+    case CollKind::Gather:
+      return "Gather";
+    case CollKind::Scatter:
+      return "Scatter";
+    case CollKind::Send:
+      return "Send";
+    case CollKind::Recv:
+      return "Recv";
+  }
+  return "Unknown";
+}
+
+}  // namespace weft

@@ -1,0 +1,200 @@
+// The algorithm table and the selector.
+//
+// WEFT_ALGO uses NCCL_ALGO's syntax, case-insensitive: a comma list of
+// algorithm names allows only those ("ring,direct"), a leading ^ excludes
+// them ("^direct"), and ';'-separated sections may name a collective
+// ("allreduce:direct,ring;broadcast:chain"). A section naming a collective
+// overrides a plain one for that collective. Where a setting leaves nothing
+// that can run, the default rule applies. The variable is parsed once;
+// resetAlgorithmSelectionForTesting() makes the next call parse it again.
+#include <atomic>
+#include <cctype>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/select.h"
+#include "base/dtype.h"
+#include "base/env.h"
+#include "base/log.h"
+
+namespace weft {
+
+namespace {
+
+// Lone sends and receives outside a group are a batch of one.
+Status singleSend(CollContext& ctx, const CollArgs& a) {
+  const P2POp op{true, a.peer, const_cast<void*>(a.send), a.count * dtypeSize(a.dtype)};
+  return runP2P(ctx, std::span<const P2POp>(&op, 1));
+}
+Status singleRecv(CollContext& ctx, const CollArgs& a) {
+  const P2POp op{false, a.peer, a.recv, a.count * dtypeSize(a.dtype)};
+  return runP2P(ctx, std::span<const P2POp>(&op, 1));
+}
+
+constexpr Algorithm kAlgorithms[] = {
+    {CollKind::AllReduce, "ring", "reduce-scatter then all-gather around a ring, pipelined",
+     "2(n-1) steps; sends and receives 2(n-1)/n*N, reduces (n-1)/n*N", ringAllReduce},
+    {CollKind::AllReduce, "direct",
+     "one hop: every rank sends its input to all peers and reduces all n (N <= chunk)",
+     "1 step; sends and receives (n-1)*N, reduces (n-1)*N", directAllReduce},
+    {CollKind::Broadcast, "chain", "pipelined chain root -> root+1 -> ... -> root-1",
+     "n-1+C-1 pipeline steps (C chunks); sends and receives N", chainBroadcast},
+    {CollKind::Reduce, "chain", "pipelined chain root+1 -> ... -> root, reducing on the way",
+     "n-1+C-1 pipeline steps (C chunks); sends, receives and reduces N", chainReduce},
+    {CollKind::AllGather, "ring", "blocks passed around a ring, pipelined",
+     "n-1 steps; sends and receives (n-1)/n*N (N = whole output)", ringAllGather},
+    {CollKind::ReduceScatter, "ring", "partial sums passed around a ring, pipelined",
+     "n-1 steps; sends, receives and reduces (n-1)/n*N (N = whole input)", ringReduceScatter},
+    {CollKind::AllToAll, "pairwise", "step s sends to r+s while receiving from r-s",
+     "n-1 steps; sends and receives (n-1)/n*N (N = whole buffer)", pairwiseAllToAll},
+    {CollKind::Gather, "direct", "every rank sends to the root, polled round-robin",
+     "1 step; the root receives (n-1)*N, others send N", directGather},
+    {CollKind::Scatter, "direct", "the root sends each rank its block, round-robin",
+     "1 step; the root sends (n-1)*N, others receive N", directScatter},
+    {CollKind::Send, "p2p", "a lone send: one-message batch", "ceil(N/chunk) slots; sends N",
+     singleSend},
+    {CollKind::Recv, "p2p", "a lone receive: one-message batch", "ceil(N/chunk) slots; receives N",
+     singleRecv},
+};
+constexpr int kNumAlgorithms = sizeof(kAlgorithms) / sizeof(kAlgorithms[0]);
+static_assert(kNumAlgorithms <= 32, "masks are 32 bits");
+constexpr int kNumKinds = static_cast<int>(CollKind::Recv) + 1;
+constexpr size_t kDirectMaxTotalBytes = 256 * 1024;
+
+uint32_t kindMask(CollKind kind) {
+  uint32_t m = 0;
+  for (int i = 0; i < kNumAlgorithms; ++i) {
+    if (kAlgorithms[i].kind == kind) m |= 1u << i;
+  }
+  return m;
+}
+
+// Lower case, without '_', '-' and blanks: "Reduce_Scatter" -> "reducescatter".
+std::string normalize(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '_' || c == '-' || std::isspace(static_cast<unsigned char>(c))) continue;
+    out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return out;
+}
+
+// Which table entries each collective may use.
+struct Selection {
+  uint32_t allowed[kNumKinds];
+};
+
+Selection parse(const std::string& spec) {
+  uint32_t general = ~0u;
+  uint32_t specific[kNumKinds] = {};
+  bool hasSpecific[kNumKinds] = {};
+  std::string_view rest(spec);
+  while (!rest.empty()) {
+    const size_t semi = rest.find(';');
+    std::string_view section = rest.substr(0, semi);
+    rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
+    int kind = -1;
+    if (const size_t colon = section.find(':'); colon != std::string_view::npos) {
+      const std::string name = normalize(section.substr(0, colon));
+      for (int k = 0; k < kNumKinds; ++k) {
+        if (name == normalize(collName(static_cast<CollKind>(k)))) kind = k;
+      }
+      section = section.substr(colon + 1);
+      if (kind < 0) {
+        WEFT_WARN(kLogTuning, "WEFT_ALGO: unknown collective '%s' ignored", name.c_str());
+        continue;
+      }
+    }
+    std::string list = normalize(section);
+    const bool exclude = !list.empty() && list[0] == '^';
+    if (exclude) list.erase(0, 1);
+    uint32_t named = 0;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      const std::string name = list.substr(pos, comma - pos);
+      pos = comma + 1;
+      if (name.empty()) continue;
+      uint32_t hit = 0;
+      for (int i = 0; i < kNumAlgorithms; ++i) {
+        if (name == kAlgorithms[i].name) hit |= 1u << i;
+      }
+      if (!hit) WEFT_WARN(kLogTuning, "WEFT_ALGO: unknown algorithm '%s' ignored", name.c_str());
+      named |= hit;
+    }
+    const uint32_t mask = exclude ? ~named : named;
+    if (kind < 0) {
+      general = mask;
+    } else {
+      specific[kind] = mask;
+      hasSpecific[kind] = true;
+    }
+  }
+  Selection sel;
+  for (int k = 0; k < kNumKinds; ++k) {
+    const uint32_t all = kindMask(static_cast<CollKind>(k));
+    sel.allowed[k] = (hasSpecific[k] ? specific[k] : general) & all;
+    if (sel.allowed[k] == 0 && all != 0) {
+      WEFT_WARN(kLogTuning, "WEFT_ALGO='%s' allows no %s algorithm; using the default",
+                spec.c_str(), collName(static_cast<CollKind>(k)));
+    }
+  }
+  return sel;
+}
+
+std::atomic<Selection*> gSelection{nullptr};
+
+const Selection& selection() {
+  Selection* sel = gSelection.load(std::memory_order_acquire);
+  if (sel) return *sel;
+  auto* fresh = new Selection(parse(envString("ALGO").value_or("")));
+  if (gSelection.compare_exchange_strong(sel, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;
+  return *sel;
+}
+
+int indexOf(CollKind kind, const char* name) {
+  for (int i = 0; i < kNumAlgorithms; ++i) {
+    if (kAlgorithms[i].kind == kind && std::string_view(kAlgorithms[i].name) == name) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+void resetAlgorithmSelectionForTesting() {
+  delete gSelection.exchange(nullptr, std::memory_order_acq_rel);
+}
+
+std::span<const Algorithm> allAlgorithms() {
+  return kAlgorithms;
+}
+
+const Algorithm& selectAlgorithm(const CollArgs& args, int nranks, size_t chunkBytes) {
+  static const int kRing = indexOf(CollKind::AllReduce, "ring");
+  static const int kDirect = indexOf(CollKind::AllReduce, "direct");
+  const size_t bytes = args.count * dtypeSize(args.dtype);
+  const bool fitsOneSlot = bytes <= chunkBytes;
+  auto runnable = [&](int i) { return i != kDirect || fitsOneSlot; };
+
+  int fallback = -1;
+  if (args.kind == CollKind::AllReduce) {
+    const bool latencyBound =
+        fitsOneSlot && bytes * static_cast<size_t>(nranks) <= kDirectMaxTotalBytes;
+    fallback = latencyBound ? kDirect : kRing;
+  } else {
+    for (int i = 0; i < kNumAlgorithms && fallback < 0; ++i) {
+      if (kAlgorithms[i].kind == args.kind) fallback = i;
+    }
+  }
+  const uint32_t allowed = selection().allowed[static_cast<int>(args.kind)];
+  if (allowed & (1u << fallback)) return kAlgorithms[fallback];
+  for (int i = 0; i < kNumAlgorithms; ++i) {
+    if ((allowed & (1u << i)) && runnable(i)) return kAlgorithms[i];
+  }
+  return kAlgorithms[fallback];
+}
+
+}  // namespace weft
