@@ -272,13 +272,15 @@ weftResult_t weftStreamSynchronize(weftStream_t stream) {
       std::lock_guard<std::mutex> lock(stream->mu);
       pending.swap(stream->pending);
     }
-    Status first;
-    for (auto& w : pending) {
-      Status st = w->done.load(std::memory_order_acquire) ? w->result
-                                                          : w->comm->engine->wait(*w, std::nullopt);
-      if (first.isOk() && !st.isOk()) first = st;
+    // Work on one communicator finishes in order: waiting for the newest
+    // item of each communicator waits for all of them, with one wake-up.
+    for (size_t i = pending.size(); i-- > 0;) {
+      WorkState& w = *pending[i];
+      if (!w.done.load(std::memory_order_acquire)) (void)w.comm->engine->wait(w, std::nullopt);
     }
-    return first;
+    for (auto& w : pending)
+      if (!w->result.isOk()) return w->result;
+    return Status::ok();
   });
 }
 

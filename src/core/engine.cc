@@ -12,6 +12,7 @@ void Engine::post(const std::shared_ptr<WorkState>& work) {
     if (!thread_.joinable() && !stopping_) thread_ = std::thread(&Engine::threadMain, this);
     queue_.push_back(work);
     last_ = work;
+    if (!threadSleeping_) return;  // it will find the work when it next looks
   }
   queueCv_.notify_one();
 }
@@ -41,7 +42,10 @@ Status Engine::wait(WorkState& work,
     }
     if (deadline && std::chrono::steady_clock::now() >= *deadline)
       return Status(weftInProgress, "the operation has not finished yet");
-    if (++spins < 2000) {
+    // Someone else is running our work. Spin only briefly, then sleep until
+    // it completes: on a machine with as many ranks as cores, a spinning or
+    // yielding waiter steals the core that the engine threads need.
+    if (++spins < 256) {
       _mm_pause();
       continue;
     }
@@ -75,7 +79,9 @@ void Engine::threadMain() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(queueMu_);
+      threadSleeping_ = true;
       queueCv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      threadSleeping_ = false;
       if (queue_.empty()) return;
     }
     std::lock_guard<std::mutex> driver(driver_);

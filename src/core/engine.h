@@ -57,6 +57,7 @@ class Engine {
   std::deque<std::shared_ptr<WorkState>> queue_;
   std::shared_ptr<WorkState> last_;  // the newest posted item, for drain()
   bool stopping_ = false;
+  bool threadSleeping_ = false;  // the engine thread waits on queueCv_
   std::thread thread_;
 };
 

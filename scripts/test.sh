@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test; then the same tests
+# again in an AddressSanitizer + UndefinedBehaviorSanitizer build.
+# Exits non-zero on any failure.
+#
+#   scripts/test.sh [--quick]
+#
+#   --quick   skip the sanitizer build
+#
+# Build trees: build/ (Release) and build-asan/ (RelWithDebInfo, no perf).
+set -euo pipefail
+
+usage() { sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+
+quick=0
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=1 ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    *)
+      echo "test.sh: unknown argument '$arg'" >&2
+      usage >&2
+      exit 2
+      ;;
+  esac
+done
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+# Parallel tests (ctest -j); JOBS, when set, also limits ninja.
+jobs=${JOBS:-2}
+# A hung test fails after this many seconds instead of stalling CI.
+test_timeout=${WEFT_TEST_TIMEOUT:-600}
+
+step() { printf '\n=== %s (%ds elapsed)\n' "$*" "$SECONDS"; }
+
+run_ctest() {
+  ctest --test-dir "$1" --output-on-failure --no-tests=error -j "$jobs" --timeout "$test_timeout"
+}
+
+# The perf binaries must run and validate at small sizes (seconds).
+perf_smoke() {
+  local bin=$1/bin name
+  for name in all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf; do
+    [[ -x $bin/$name ]] || continue
+    step "smoke: weftrun -n 2 $name"
+    "$bin/weftrun" -n 2 --timeout 120 "$bin/$name" -b 8 -e 1M -f 8 -n 3 -w 1
+  done
+}
+
+step "setup"
+scripts/setup.sh
+
+step "build: build/ (Release)"
+scripts/build.sh "$root/build"
+step "tests: build/"
+run_ctest "$root/build"
+perf_smoke "$root/build"
+
+if ((quick == 0)); then
+  step "build: build-asan/ (address,undefined)"
+  scripts/build.sh "$root/build-asan" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=address,undefined -DWEFT_BUILD_PERF=OFF
+  step "tests: build-asan/"
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:check_initialization_order=1:strict_init_order=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    run_ctest "$root/build-asan"
+fi
+
+step "all tests passed"
