@@ -1,6 +1,5 @@
 // alltoall_perf: block p of rank r's input goes to rank p, into block r.
-// busbw = algbw * (n-1)/n. weft rejects AlltoAll in place (the in-place
-// columns say N/A).
+// busbw = algbw * (n-1)/n. In place means sendbuff == recvbuff.
 #include "common.h"
 
 namespace {
@@ -35,7 +34,6 @@ int main(int argc, char** argv) {
                             weftperf::factorNm1OverN,
                             issue,
                             weftperf::receivesAll,
-                            source,
-                            false};
+                            source};
   return weftperf::perfMain(argc, argv, coll);
 }

@@ -63,8 +63,8 @@ struct Coll {
   // reduce and gather).
   bool (*receives)(int rank, int root);
   Source (*source)(int rank, int nranks, int root, size_t j, size_t paramCount);
-  // False where weft rejects the in-place call (AlltoAll): the in-place
-  // columns then say N/A.
+  // False where the library rejects the in-place call: the in-place columns
+  // then say N/A.
   bool inplace = true;
 };
 

@@ -53,9 +53,48 @@ Status runSelf(std::span<const P2POp> ops, int self) {
   return Status::ok();
 }
 
+// A send whose buffer a receive of the same batch overwrites (NCCL's
+// in-place sendrecv: one buffer sent to one peer and filled from another)
+// must go out as it was when posted: such sends are staged first.
+std::span<const P2POp> stageOverlappingSends(std::span<const P2POp> ops, int self) {
+  auto overlaps = [](const P2POp& a, const P2POp& b) {
+    const char* x = static_cast<const char*>(a.buf);
+    const char* y = static_cast<const char*>(b.buf);
+    return x < y + b.bytes && y < x + a.bytes;
+  };
+  thread_local std::vector<P2POp> staged;
+  thread_local std::vector<char> staging;
+  size_t stageBytes = 0;
+  bool any = false;
+  for (const P2POp& s : ops) {
+    if (!s.isSend || s.peer == self || s.bytes == 0) continue;
+    for (const P2POp& r : ops)
+      if (!r.isSend && r.bytes > 0 && overlaps(s, r)) {
+        stageBytes += s.bytes;
+        any = true;
+        break;
+      }
+  }
+  if (!any) return ops;
+  staged.assign(ops.begin(), ops.end());
+  staging.resize(stageBytes);
+  size_t at = 0;
+  for (P2POp& s : staged) {
+    if (!s.isSend || s.peer == self || s.bytes == 0) continue;
+    bool hit = false;
+    for (const P2POp& r : ops) hit = hit || (!r.isSend && r.bytes > 0 && overlaps(s, r));
+    if (!hit) continue;
+    std::memcpy(staging.data() + at, s.buf, s.bytes);
+    s.buf = staging.data() + at;
+    at += s.bytes;
+  }
+  return staged;
+}
+
 }  // namespace
 
-Status runP2P(CollContext& ctx, std::span<const P2POp> ops) {
+Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
+  const std::span<const P2POp> ops = stageOverlappingSends(posted, ctx.rank());
   const int n = ctx.nranks();
   const int r = ctx.rank();
   const size_t chunk = ctx.chunkBytes();

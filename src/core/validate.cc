@@ -90,6 +90,7 @@ Status validateCall(weftComm* comm, const char* api, const CollCall& call) {
     case CollKind::ReduceScatter: inPlace = r == s + me * bytes; break;
     case CollKind::Gather: inPlace = s == r + a.root * bytes; break;
     case CollKind::Scatter: inPlace = r == s + a.root * bytes; break;
+    case CollKind::AllToAll: inPlace = s == r; break;
     default: break;
   }
   if (!inPlace && overlaps(a.send, sendBytes, a.recv, recvBytes))
@@ -101,7 +102,7 @@ Status validateCall(weftComm* comm, const char* api, const CollCall& call) {
                      : a.kind == CollKind::ReduceScatter ? "recvbuff == sendbuff + rank*count"
                      : a.kind == CollKind::Gather        ? "sendbuff == recvbuff + root*count"
                      : a.kind == CollKind::Scatter       ? "recvbuff == sendbuff + root*count"
-                     : a.kind == CollKind::AllToAll      ? "not supported"
+                     : a.kind == CollKind::AllToAll      ? "sendbuff == recvbuff"
                                                          : "sendbuff == recvbuff");
   return Status::ok();
 }
