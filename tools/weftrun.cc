@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -72,6 +73,8 @@ void PrintUsage(FILE* out) {
                "  --tag-output    prefix every output line with [rank]\n"
                "  --port P        rendezvous port (default: a free port)\n"
                "  --timeout S     kill all ranks after S seconds, exit %d\n"
+               "  --bind-to W     core: pin rank i to the i-th allowed CPU (the default\n"
+               "                  when there are no more ranks than CPUs); none: no pinning\n"
                "  -h, --help      show this help\n"
                "\n"
                "Exit code: 0 if every rank exits 0, else the first failing rank's\n"
@@ -92,8 +95,9 @@ void PrintUsage(FILE* out) {
 struct Options {
   int nranks = 0;
   bool tag_output = false;
-  int port = 0;             // 0: pick a free one
-  double timeout_s = 0.0;   // 0: none
+  int port = 0;            // 0: pick a free one
+  double timeout_s = 0.0;  // 0: none
+  enum class Bind { kDefault, kCore, kNone } bind = Bind::kDefault;
   std::vector<char*> argv;  // prog + args, null-terminated
 };
 
@@ -151,6 +155,14 @@ Options ParseArgs(int argc, char** argv) {
       auto p = ParseLong(v);
       if (!p || *p < 1 || *p > 65535) UsageError("bad port '%s' (1..65535)", v);
       o.port = static_cast<int>(*p);
+    } else if (is_opt(arg, "--bind-to")) {
+      const std::string_view v = value(arg, "--bind-to");
+      if (v == "core")
+        o.bind = Options::Bind::kCore;
+      else if (v == "none")
+        o.bind = Options::Bind::kNone;
+      else
+        UsageError("bad --bind-to '%s' (core or none)", argv[i]);
     } else if (is_opt(arg, "--timeout")) {
       const char* v = value(arg, "--timeout");
       auto t = ParseSeconds(v);
@@ -367,6 +379,7 @@ class Launcher {
         dup2(out_pipe[1], 1);
         dup2(err_pipe[1], 2);
       }
+      PinToCpu(r);
       const std::string n = std::to_string(opts_.nranks), i = std::to_string(r);
       setenv("WEFT_RANK", i.c_str(), 1);
       setenv("WEFT_WORLD_SIZE", n.c_str(), 1);
@@ -393,6 +406,29 @@ class Launcher {
       rk.err = Stream{err_pipe[0], 2, {}, true};
       fcntl(rk.out.fd, F_SETFL, O_NONBLOCK);
       fcntl(rk.err.fd, F_SETFL, O_NONBLOCK);
+    }
+  }
+
+  // Spinning hand-offs between ranks need each rank on its own core; the
+  // scheduler alone often stacks two ranks on one.
+  void PinToCpu(int r) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    const int ncpus = CPU_COUNT(&allowed);
+    const bool pin = opts_.bind == Options::Bind::kCore ||
+                     (opts_.bind == Options::Bind::kDefault && opts_.nranks <= ncpus);
+    if (!pin || ncpus == 0) return;
+    int want = r % ncpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &allowed)) continue;
+      if (want-- == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        sched_setaffinity(0, sizeof one, &one);
+        return;
+      }
     }
   }
 
