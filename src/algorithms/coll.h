@@ -83,6 +83,9 @@ class CollContext {
   virtual HealthMonitor& health() = 0;
   // Bytes per pipelined chunk; equals every channel's slotBytes().
   virtual size_t chunkBytes() const = 0;
+  // Messages of at least this many bytes go by single copy where the channel
+  // can publish (SendChannel::canPublish); SIZE_MAX turns that off.
+  virtual size_t directMinBytes() const { return SIZE_MAX; }
 };
 
 // Blocking helpers built on Progress.

@@ -80,8 +80,7 @@ weftResult_t issue(const char* api, weftComm* comm, CollCall call, weftStream* s
   });
 }
 
-CollCall makeCall(CollKind kind, const void* send, void* recv, size_t count,
-                  weftDataType_t dtype) {
+CollCall makeCall(CollKind kind, const void* send, void* recv, size_t count, weftDataType_t dtype) {
   CollCall c;
   c.args.kind = kind;
   c.args.send = send;
@@ -145,16 +144,26 @@ weftResult_t weftGetVersion(int* version) {
 
 const char* weftGetErrorString(weftResult_t result) {
   switch (result) {
-    case weftSuccess: return "no error";
-    case weftUnhandledCudaError: return "unhandled cuda error";
-    case weftSystemError: return "unhandled system error (out of memory, /dev/shm, sockets...)";
-    case weftInternalError: return "internal error - please report this issue to the weft developers";
-    case weftInvalidArgument: return "invalid argument";
-    case weftInvalidUsage: return "invalid usage";
-    case weftRemoteError: return "remote process exited or there was a network error";
-    case weftInProgress: return "operation in progress";
-    case weftTimeout: return "operation timed out";
-    default: return "unknown result code";
+    case weftSuccess:
+      return "no error";
+    case weftUnhandledCudaError:
+      return "unhandled cuda error";
+    case weftSystemError:
+      return "unhandled system error (out of memory, /dev/shm, sockets...)";
+    case weftInternalError:
+      return "internal error - please report this issue to the weft developers";
+    case weftInvalidArgument:
+      return "invalid argument";
+    case weftInvalidUsage:
+      return "invalid usage";
+    case weftRemoteError:
+      return "remote process exited or there was a network error";
+    case weftInProgress:
+      return "operation in progress";
+    case weftTimeout:
+      return "operation timed out";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -364,9 +373,8 @@ weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   return issue("weftBroadcast", comm, c, stream);
 }
 
-weftResult_t weftReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        weftDataType_t datatype, weftRedOp_t op, int root, weftComm_t comm,
-                        weftStream_t stream) {
+weftResult_t weftReduce(const void* sendbuff, void* recvbuff, size_t count, weftDataType_t datatype,
+                        weftRedOp_t op, int root, weftComm_t comm, weftStream_t stream) {
   CollCall c = makeCall(CollKind::Reduce, sendbuff, recvbuff, count, datatype);
   c.rawOp = op;
   c.args.root = root;
@@ -393,8 +401,8 @@ weftResult_t weftAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                makeCall(CollKind::AllToAll, sendbuff, recvbuff, count, datatype), stream);
 }
 
-weftResult_t weftGather(const void* sendbuff, void* recvbuff, size_t count,
-                        weftDataType_t datatype, int root, weftComm_t comm, weftStream_t stream) {
+weftResult_t weftGather(const void* sendbuff, void* recvbuff, size_t count, weftDataType_t datatype,
+                        int root, weftComm_t comm, weftStream_t stream) {
   CollCall c = makeCall(CollKind::Gather, sendbuff, recvbuff, count, datatype);
   c.args.root = root;
   return issue("weftGather", comm, c, stream);

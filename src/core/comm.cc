@@ -54,13 +54,13 @@ int64_t timeoutFrom(const weftConfig_t* config) {
 }
 
 bool isReducing(CollKind kind) {
-  return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
-         kind == CollKind::ReduceScatter;
+  return kind == CollKind::AllReduce || kind == CollKind::Reduce || kind == CollKind::ReduceScatter;
 }
 
 Status runColl(weftComm* comm, CollCall& call) {
   CollArgs& args = call.args;
-  if (isReducing(args.kind)) WEFT_RETURN_IF_ERROR(resolveOp(comm, call.rawOp, args.dtype, &args.op));
+  if (isReducing(args.kind))
+    WEFT_RETURN_IF_ERROR(resolveOp(comm, call.rawOp, args.dtype, &args.op));
   const Algorithm& alg = selectAlgorithm(args, comm->nranks, comm->shm->slotBytes());
   ++comm->collSeq;
   WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s",
@@ -106,8 +106,8 @@ Status CommHealth::check() {
     for (const PeerInfo& p : comm_.peers)
       if (p.rank != comm_.rank && !processAlive(p.pid))
         return makeError(weftRemoteError,
-                         "rank %d (pid %d) exited or died in the middle of a collective",
-                         p.rank, p.pid);
+                         "rank %d (pid %d) exited or died in the middle of a collective", p.rank,
+                         p.pid);
   }
   if (comm_.timeoutMs > 0 && now >= deadline_)
     return makeError(weftTimeout,
@@ -118,12 +118,27 @@ Status CommHealth::check() {
   return Status::ok();
 }
 
-int CommContext::rank() const { return comm_.rank; }
-int CommContext::nranks() const { return comm_.nranks; }
-SendChannel& CommContext::sendTo(int peer) { return comm_.shm->sendTo(peer); }
-RecvChannel& CommContext::recvFrom(int peer) { return comm_.shm->recvFrom(peer); }
-HealthMonitor& CommContext::health() { return comm_.health; }
-size_t CommContext::chunkBytes() const { return comm_.shm->slotBytes(); }
+int CommContext::rank() const {
+  return comm_.rank;
+}
+int CommContext::nranks() const {
+  return comm_.nranks;
+}
+SendChannel& CommContext::sendTo(int peer) {
+  return comm_.shm->sendTo(peer);
+}
+RecvChannel& CommContext::recvFrom(int peer) {
+  return comm_.shm->recvFrom(peer);
+}
+HealthMonitor& CommContext::health() {
+  return comm_.health;
+}
+size_t CommContext::chunkBytes() const {
+  return comm_.shm->slotBytes();
+}
+size_t CommContext::directMinBytes() const {
+  return comm_.shm->directEnabled() ? comm_.shm->directMinBytes() : SIZE_MAX;
+}
 
 Status checkComm(const weftComm* comm) {
   if (comm == nullptr) return Status(weftInvalidArgument, "comm is NULL");
@@ -133,8 +148,7 @@ Status checkComm(const weftComm* comm) {
       return Status(weftInvalidArgument, "comm is not a communicator that weft created");
   }
   if (comm->magic.load() != weftComm::kLive)
-    return Status(weftInvalidUsage,
-                  "the communicator was destroyed or aborted; create a new one");
+    return Status(weftInvalidUsage, "the communicator was destroyed or aborted; create a new one");
   return Status::ok();
 }
 
@@ -152,12 +166,23 @@ void commFail(weftComm* comm, const Status& st) {
 Status resolveOp(weftComm* comm, weftRedOp_t raw, weftDataType_t dtype, RedOp* out) {
   *out = RedOp{};
   switch (raw) {
-    case weftSum: out->kind = kernels::ReduceKind::Sum; return Status::ok();
-    case weftProd: out->kind = kernels::ReduceKind::Prod; return Status::ok();
-    case weftMax: out->kind = kernels::ReduceKind::Max; return Status::ok();
-    case weftMin: out->kind = kernels::ReduceKind::Min; return Status::ok();
-    case weftAvg: out->average = true; return Status::ok();
-    default: break;
+    case weftSum:
+      out->kind = kernels::ReduceKind::Sum;
+      return Status::ok();
+    case weftProd:
+      out->kind = kernels::ReduceKind::Prod;
+      return Status::ok();
+    case weftMax:
+      out->kind = kernels::ReduceKind::Max;
+      return Status::ok();
+    case weftMin:
+      out->kind = kernels::ReduceKind::Min;
+      return Status::ok();
+    case weftAvg:
+      out->average = true;
+      return Status::ok();
+    default:
+      break;
   }
   const long index = static_cast<long>(raw) - weftNumOps;
   std::lock_guard<std::mutex> lock(comm->opsMu);
@@ -173,8 +198,7 @@ Status resolveOp(weftComm* comm, weftRedOp_t raw, weftDataType_t dtype, RedOp* o
                      "op %d was created for dtype %s but the call uses dtype %s",
                      static_cast<int>(raw), dtypeName(op.dtype), dtypeName(dtype));
   out->preMul = true;
-  std::memcpy(out->scalar,
-              op.residence == weftScalarHostImmediate ? op.immediate : op.pointer,
+  std::memcpy(out->scalar, op.residence == weftScalarHostImmediate ? op.immediate : op.pointer,
               dtypeSize(dtype));
   return Status::ok();
 }
@@ -291,13 +315,14 @@ std::optional<std::string> addressFromEnv() {
   }
   // mpirun on one host: every rank can derive the same port from the job id.
   int localSize = -1, size = -1;
-  if (readInt("OMPI_COMM_WORLD_LOCAL_SIZE", &localSize) &&
-      readInt("OMPI_COMM_WORLD_SIZE", &size) && localSize == size) {
+  if (readInt("OMPI_COMM_WORLD_LOCAL_SIZE", &localSize) && readInt("OMPI_COMM_WORLD_SIZE", &size) &&
+      localSize == size) {
     const char* job = std::getenv("PMIX_NAMESPACE");
     if (job == nullptr) job = std::getenv("OMPI_MCA_ess_base_jobid");
     if (job != nullptr) {
       uint64_t h = 1469598103934665603ull;
-      for (const char* c = job; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+      for (const char* c = job; *c; ++c)
+        h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
       return "127.0.0.1:" + std::to_string(20000 + h % 20000);
     }
   }
@@ -350,8 +375,7 @@ Status commInitFromEnv(const weftConfig_t* config, weftComm** out) {
   return commInit(er.size, id, er.rank, config, out);
 }
 
-Status commSplit(weftComm* comm, int color, int key, const weftConfig_t* config,
-                 weftComm** out) {
+Status commSplit(weftComm* comm, int color, int key, const weftConfig_t* config, weftComm** out) {
   *out = nullptr;
   WEFT_RETURN_IF_ERROR(checkConfig(config));
   if (color < 0 && color != WEFT_SPLIT_NOCOLOR)

@@ -46,6 +46,7 @@ class CommContext final : public CollContext {
   RecvChannel& recvFrom(int peer) override;
   HealthMonitor& health() override;
   size_t chunkBytes() const override;
+  size_t directMinBytes() const override;
 
  private:
   weftComm& comm_;
@@ -85,8 +86,7 @@ namespace weft {
 Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t* config,
                 weftComm** out);
 Status commInitFromEnv(const weftConfig_t* config, weftComm** out);
-Status commSplit(weftComm* comm, int color, int key, const weftConfig_t* config,
-                 weftComm** out);
+Status commSplit(weftComm* comm, int color, int key, const weftConfig_t* config, weftComm** out);
 Status commFinalize(weftComm* comm);
 // Frees everything but the handle, which stays known as dead so that later
 // calls on it get a clear error instead of touching freed memory.

@@ -6,7 +6,9 @@
 namespace weft {
 namespace {
 
-[[noreturn]] void raise(const Status& st) { throw Error(st.code(), st.message()); }
+[[noreturn]] void raise(const Status& st) {
+  throw Error(st.code(), st.message());
+}
 
 void throwIfError(const Status& st) {
   if (!st.isOk()) raise(st);
@@ -24,8 +26,7 @@ Work post(weftComm* comm, const char* api, CollCall call) {
   return Work(postTask(comm, std::move(task)));
 }
 
-CollCall makeCall(CollKind kind, const void* send, void* recv, size_t count,
-                  weftDataType_t dtype) {
+CollCall makeCall(CollKind kind, const void* send, void* recv, size_t count, weftDataType_t dtype) {
   CollCall c;
   c.args.kind = kind;
   c.args.send = send;
@@ -51,8 +52,7 @@ void Work::wait() {
 
 bool Work::wait(std::chrono::milliseconds timeout) {
   if (!state_) return true;
-  Status st =
-      state_->comm->engine->wait(*state_, std::chrono::steady_clock::now() + timeout);
+  Status st = state_->comm->engine->wait(*state_, std::chrono::steady_clock::now() + timeout);
   if (st.code() == weftInProgress) return false;
   throwIfError(st);
   return true;
@@ -113,7 +113,9 @@ Comm Comm::split(int color, int key, weftConfig_t* config) {
   return Comm(c);
 }
 
-void Comm::finalize() { throwIfError(weftCommFinalize(comm_)); }
+void Comm::finalize() {
+  throwIfError(weftCommFinalize(comm_));
+}
 
 void Comm::abort() {
   if (comm_ == nullptr) return;
@@ -121,8 +123,7 @@ void Comm::abort() {
 }
 
 void Comm::checkSameSize(size_t a, size_t b) {
-  if (a != b)
-    raise(makeError(weftInvalidArgument, "send has %zu elements but recv has %zu", a, b));
+  if (a != b) raise(makeError(weftInvalidArgument, "send has %zu elements but recv has %zu", a, b));
 }
 
 Work Comm::allReduce(const void* send, void* recv, size_t count, weftDataType_t dtype,
@@ -138,8 +139,8 @@ Work Comm::broadcast(const void* send, void* recv, size_t count, weftDataType_t 
   return post(comm_, "broadcast", c);
 }
 
-Work Comm::reduce(const void* send, void* recv, size_t count, weftDataType_t dtype,
-                  weftRedOp_t op, int root) {
+Work Comm::reduce(const void* send, void* recv, size_t count, weftDataType_t dtype, weftRedOp_t op,
+                  int root) {
   CollCall c = makeCall(CollKind::Reduce, send, recv, count, dtype);
   c.rawOp = op;
   c.args.root = root;

@@ -4,7 +4,9 @@
 
 namespace weft {
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+}
 
 void Engine::post(const std::shared_ptr<WorkState>& work) {
   {

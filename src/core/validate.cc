@@ -51,8 +51,8 @@ Status validateCall(weftComm* comm, const char* api, const CollCall& call) {
   const size_t factor = perRank ? static_cast<size_t>(n) : 1;
   if (a.count > SIZE_MAX / es / factor)
     return makeError(weftInvalidArgument,
-                     "%s: count %zu of %zu-byte elements overflows the address space", api,
-                     a.count, es);
+                     "%s: count %zu of %zu-byte elements overflows the address space", api, a.count,
+                     es);
   if (a.count == 0) return Status::ok();
   const size_t bytes = a.count * es;
   const size_t total = bytes * factor;
@@ -61,16 +61,42 @@ Status validateCall(weftComm* comm, const char* api, const CollCall& call) {
   const bool root = me == a.root;
   size_t sendBytes = 0, recvBytes = 0;
   switch (a.kind) {
-    case CollKind::AllReduce: sendBytes = recvBytes = bytes; break;
-    case CollKind::Broadcast: sendBytes = root ? bytes : 0; recvBytes = bytes; break;
-    case CollKind::Reduce: sendBytes = bytes; recvBytes = root ? bytes : 0; break;
-    case CollKind::AllGather: sendBytes = bytes; recvBytes = total; break;
-    case CollKind::ReduceScatter: sendBytes = total; recvBytes = bytes; break;
-    case CollKind::AllToAll: sendBytes = recvBytes = total; break;
-    case CollKind::Gather: sendBytes = bytes; recvBytes = root ? total : 0; break;
-    case CollKind::Scatter: sendBytes = root ? total : 0; recvBytes = bytes; break;
-    case CollKind::Send: sendBytes = bytes; break;
-    case CollKind::Recv: recvBytes = bytes; break;
+    case CollKind::AllReduce:
+      sendBytes = recvBytes = bytes;
+      break;
+    case CollKind::Broadcast:
+      sendBytes = root ? bytes : 0;
+      recvBytes = bytes;
+      break;
+    case CollKind::Reduce:
+      sendBytes = bytes;
+      recvBytes = root ? bytes : 0;
+      break;
+    case CollKind::AllGather:
+      sendBytes = bytes;
+      recvBytes = total;
+      break;
+    case CollKind::ReduceScatter:
+      sendBytes = total;
+      recvBytes = bytes;
+      break;
+    case CollKind::AllToAll:
+      sendBytes = recvBytes = total;
+      break;
+    case CollKind::Gather:
+      sendBytes = bytes;
+      recvBytes = root ? total : 0;
+      break;
+    case CollKind::Scatter:
+      sendBytes = root ? total : 0;
+      recvBytes = bytes;
+      break;
+    case CollKind::Send:
+      sendBytes = bytes;
+      break;
+    case CollKind::Recv:
+      recvBytes = bytes;
+      break;
   }
   if (sendBytes > 0 && a.send == nullptr)
     return makeError(weftInvalidArgument, "%s: sendbuff is NULL but count is %zu", api, a.count);
@@ -85,13 +111,26 @@ Status validateCall(weftComm* comm, const char* api, const CollCall& call) {
   switch (a.kind) {
     case CollKind::AllReduce:
     case CollKind::Broadcast:
-    case CollKind::Reduce: inPlace = s == r; break;
-    case CollKind::AllGather: inPlace = s == r + me * bytes; break;
-    case CollKind::ReduceScatter: inPlace = r == s + me * bytes; break;
-    case CollKind::Gather: inPlace = s == r + a.root * bytes; break;
-    case CollKind::Scatter: inPlace = r == s + a.root * bytes; break;
-    case CollKind::AllToAll: inPlace = s == r; break;
-    default: break;
+    case CollKind::Reduce:
+      inPlace = s == r;
+      break;
+    case CollKind::AllGather:
+      inPlace = s == r + me * bytes;
+      break;
+    case CollKind::ReduceScatter:
+      inPlace = r == s + me * bytes;
+      break;
+    case CollKind::Gather:
+      inPlace = s == r + a.root * bytes;
+      break;
+    case CollKind::Scatter:
+      inPlace = r == s + a.root * bytes;
+      break;
+    case CollKind::AllToAll:
+      inPlace = s == r;
+      break;
+    default:
+      break;
   }
   if (!inPlace && overlaps(a.send, sendBytes, a.recv, recvBytes))
     return makeError(weftInvalidArgument,

@@ -25,7 +25,9 @@ Status tooSmall(const std::string& name, size_t bytes, double freeMiB) {
 
 }  // namespace
 
-const char* shmDirectory() { return "/dev/shm"; }
+const char* shmDirectory() {
+  return "/dev/shm";
+}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   if (this != &o) {

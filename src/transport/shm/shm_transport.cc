@@ -51,9 +51,13 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 namespace {
 
-size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
+size_t roundUp(size_t v, size_t to) {
+  return (v + to - 1) / to * to;
+}
 
-size_t fifoBytes(const ShmOptions& o) { return kPage + o.slots * o.slotBytes; }
+size_t fifoBytes(const ShmOptions& o) {
+  return kPage + o.slots * o.slotBytes;
+}
 
 // Where the FIFO carrying peer -> owner traffic sits in owner's segment.
 size_t fifoOffset(int owner, int peer, const ShmOptions& o) {
@@ -88,6 +92,7 @@ ShmOptions ShmOptions::fromEnv() {
       std::clamp<int64_t>(envInt("SHM_SLOTS", o.slots), 2, static_cast<int64_t>(kMaxSlots)));
   o.slotBytes = roundUp(std::max<uint64_t>(envBytes("SHM_SLOT_BYTES", o.slotBytes), 4096), 64);
   o.direct = envInt("SHM_DIRECT", 1) != 0;
+  o.directMinBytes = envBytes("SHM_DIRECT_MIN", o.directMinBytes);
   return o;
 }
 
@@ -149,8 +154,9 @@ Status ShmRecvChannel::readPublished(void* dst, size_t offset, size_t bytes) {
   const auto* ref = reinterpret_cast<const PublishedRef*>(slots_ + (tail_ % nslots_) * slotBytes_);
   if (!peekedPublished_ || ref->magic != kDescriptorMagic || offset > ref->bytes ||
       bytes > ref->bytes - offset)
-    return makeError(weftInternalError, "bad single-copy reference from a peer (offset %zu, %zu bytes)",
-                     offset, bytes);
+    return makeError(weftInternalError,
+                     "bad single-copy reference from a peer (offset %zu, %zu bytes)", offset,
+                     bytes);
   char* out = static_cast<char*>(dst);
   uint64_t from = ref->address + offset;
   while (bytes > 0) {
@@ -198,7 +204,8 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
     return makeError(weftInvalidArgument, "WEFT_SHM_SLOT_BYTES x WEFT_SHM_SLOTS is too large");
 
   // Step 1: every rank makes the segment for its incoming FIFOs.
-  Status made = ShmSegment::create(segmentName(bootstrap.secret(), rank), bytes, &t->segments_[rank]);
+  Status made =
+      ShmSegment::create(segmentName(bootstrap.secret(), rank), bytes, &t->segments_[rank]);
   if (made.isOk()) {
     auto* header = new (t->segments_[rank].data()) SegmentHeader();
     header->magic = kSegmentMagic;
@@ -263,12 +270,12 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
     if (peer == rank) continue;
     char* theirs = static_cast<char*>(t->segments_[peer].data()) + fifoOffset(peer, rank, options);
     char* mine = static_cast<char*>(t->segments_[rank].data()) + fifoOffset(rank, peer, options);
-    t->send_[peer] = std::make_unique<ShmSendChannel>(reinterpret_cast<ShmFifo*>(theirs),
-                                                      theirs + kPage, options.slots,
-                                                      options.slotBytes, t->options_.direct);
-    t->recv_[peer] = std::make_unique<ShmRecvChannel>(reinterpret_cast<ShmFifo*>(mine),
-                                                      mine + kPage, options.slots,
-                                                      options.slotBytes, bootstrap.peers()[peer].pid);
+    t->send_[peer] =
+        std::make_unique<ShmSendChannel>(reinterpret_cast<ShmFifo*>(theirs), theirs + kPage,
+                                         options.slots, options.slotBytes, t->options_.direct);
+    t->recv_[peer] = std::make_unique<ShmRecvChannel>(
+        reinterpret_cast<ShmFifo*>(mine), mine + kPage, options.slots, options.slotBytes,
+        bootstrap.peers()[peer].pid);
   }
   WEFT_INFO(kLogShm,
             "shm transport: %d ranks, %u slots of %zu KiB per peer, %.1f MiB segment, single "

@@ -40,8 +40,8 @@ class ShmSendChannel final : public SendChannel {
   char* slots_;
   uint32_t nslots_;
   size_t slotBytes_;
-  uint64_t head_ = 0;       // next slot to fill (we own the shared copy)
-  uint64_t tailSeen_ = 0;   // last tail read from the receiver
+  uint64_t head_ = 0;      // next slot to fill (we own the shared copy)
+  uint64_t tailSeen_ = 0;  // last tail read from the receiver
 };
 
 class ShmRecvChannel final : public RecvChannel {
@@ -64,9 +64,10 @@ class ShmRecvChannel final : public RecvChannel {
 };
 
 struct ShmOptions {
-  uint32_t slots = 4;            // WEFT_SHM_SLOTS
-  size_t slotBytes = 256 << 10;  // WEFT_SHM_SLOT_BYTES
-  bool direct = true;            // WEFT_SHM_DIRECT: single copy by cross-memory attach
+  uint32_t slots = 4;               // WEFT_SHM_SLOTS
+  size_t slotBytes = 256 << 10;     // WEFT_SHM_SLOT_BYTES
+  bool direct = true;               // WEFT_SHM_DIRECT: single copy by cross-memory attach
+  size_t directMinBytes = 1 << 20;  // WEFT_SHM_DIRECT_MIN: smaller messages use the FIFOs
   static ShmOptions fromEnv();
 };
 
@@ -83,6 +84,7 @@ class ShmTransport {
   size_t slotBytes() const { return options_.slotBytes; }
   // Whether every rank can read every peer's memory (cross-memory attach).
   bool directEnabled() const { return options_.direct; }
+  size_t directMinBytes() const { return options_.directMinBytes; }
 
   // Set once any rank has poisoned the communicator; 1 + that rank.
   int abortedBy() const;
