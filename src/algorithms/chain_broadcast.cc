@@ -48,7 +48,7 @@ Status chainBroadcast(CollContext& ctx, const CollArgs& a) {
       std::memcpy(slot, src, bytes);
       next->commit(bytes);
     }
-    if (src != out + off) std::memcpy(out + off, src, bytes);
+    if (src != out + off) kernels::copyOut(out + off, src, bytes, total);
     if (prev) prev->release();
   }
   return Status::ok();

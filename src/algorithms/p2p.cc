@@ -18,6 +18,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/detail.h"
+#include "kernels/reduce.h"
 
 namespace weft {
 
@@ -88,7 +89,7 @@ std::span<const P2POp> stageOverlappingSends(std::span<const P2POp> ops, int sel
     bool hit = false;
     for (const P2POp& r : ops) hit = hit || (!r.isSend && r.bytes > 0 && overlaps(s, r));
     if (!hit) continue;
-    std::memcpy(staging.data() + at, s.buf, s.bytes);
+    kernels::copy(staging.data() + at, s.buf, s.bytes);
     s.buf = staging.data() + at;
     at += s.bytes;
   }
@@ -191,7 +192,7 @@ Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
           }
           const size_t c = std::min(chunk, op.bytes - done[i]);
           if (have != c) return algo::sizeMismatch(have, c);
-          std::memcpy(static_cast<char*>(op.buf) + done[i], data, c);
+          kernels::copyOut(static_cast<char*>(op.buf) + done[i], data, c, op.bytes);
           ch.release();
           moved = true;
           if ((done[i] += c) == op.bytes) i = nextOp[i];

@@ -48,7 +48,7 @@ Status exchange(CollContext& ctx, Progress& progress, int to, const char* src, i
       if (!data) break;
       const size_t c = std::min(chunk, bytes - got);
       if (have != c) return algo::sizeMismatch(have, c);
-      std::memcpy(dst + got, data, c);
+      kernels::copyOut(dst + got, data, c, bytes * ctx.nranks());
       rx.release();
       got += c;
       moved = true;

@@ -50,7 +50,8 @@ Status ringAllGather(CollContext& ctx, const CollArgs& a) {
         std::memcpy(slot, incoming, bytes);
         next.commit(bytes);
       }
-      std::memcpy(out + static_cast<size_t>(b) * blockBytes + off * es, incoming, bytes);
+      kernels::copyOut(out + static_cast<size_t>(b) * blockBytes + off * es, incoming, bytes,
+                       blockBytes * n);
       prev.release();
     }
   }

@@ -69,7 +69,7 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
       combine(slot, inAt(b), incoming, c, a);
       if (s == n - 1) {
         finish(slot, c, a, n);
-        std::memcpy(outAt(b), slot, c * es);
+        kernels::copyOut(outAt(b), slot, c * es, a.count * es);
       }
       prev.release();
       next.commit(c * es);
@@ -83,7 +83,7 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
       if (c == 0) continue;
       const void* incoming;
       WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, c * es, &incoming));
-      std::memcpy(outAt(b), incoming, c * es);
+      kernels::copyOut(outAt(b), incoming, c * es, a.count * es);
       if (t < n - 1) {
         void* slot;
         WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));

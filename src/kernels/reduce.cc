@@ -2,6 +2,8 @@
 // per call. The kernels themselves are in simd_impl.h.
 #include "kernels/reduce.h"
 
+#include "base/env.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -61,13 +63,7 @@ std::atomic<const KernelTable*> gTable{nullptr};
 
 size_t streamThreshold() {
   static const size_t threshold = [] {
-    size_t v = size_t{1} << 20;
-    if (const char* env = std::getenv("WEFT_NT_COPY_THRESHOLD")) {
-      char* end = nullptr;
-      const unsigned long long parsed = std::strtoull(env, &end, 0);
-      if (end != env && *end == '\0') v = static_cast<size_t>(parsed);
-    }
-    return v;
+    return static_cast<size_t>(envBytes("NT_COPY_THRESHOLD", size_t{1} << 20));
   }();
   return threshold;
 }
@@ -153,6 +149,15 @@ void divide(void* dst, const void* src, size_t count, weftDataType_t dtype, int 
 void copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   if (bytes <= streamThreshold()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  activeTable().streamCopy(dst, src, bytes);
+}
+
+void copyOut(void* dst, const void* src, size_t bytes, size_t outputBytes) {
+  if (bytes == 0) return;
+  if (outputBytes <= streamThreshold() || bytes < 4096) {
     std::memcpy(dst, src, bytes);
     return;
   }

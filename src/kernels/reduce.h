@@ -36,4 +36,9 @@ void divide(void* dst, const void* src, size_t count, weftDataType_t dtype, int 
 // read again soon (threshold: WEFT_NT_COPY_THRESHOLD, default 1 MiB).
 void copy(void* dst, const void* src, size_t bytes);
 
+// A piece of a collective's output: non-temporal stores when the whole
+// output (outputBytes) is above the threshold, since it cannot stay in cache
+// anyway and plain stores would first read every line they write.
+void copyOut(void* dst, const void* src, size_t bytes, size_t outputBytes);
+
 }  // namespace weft::kernels
