@@ -5,9 +5,10 @@
 #
 #   scripts/test.sh [--quick]
 #
-#   --quick   skip the sanitizer build
+#   --quick   skip the sanitizer builds
 #
-# Build trees: build/ (Release) and build-asan/ (RelWithDebInfo, no perf).
+# Build trees: build/ (Release), build-asan/ (RelWithDebInfo, no perf) and
+# build-tsan/ (the progress engine's test under ThreadSanitizer).
 set -euo pipefail
 
 usage() { sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
@@ -68,6 +69,15 @@ if ((quick == 0)); then
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:check_initialization_order=1:strict_init_order=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     run_ctest "$root/build-asan"
+
+  # The progress engine is where threads meet: its unit test runs under
+  # ThreadSanitizer too (the multi-process tests gain nothing from TSan).
+  step "build: build-tsan/ (thread; progress engine)"
+  cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DWEFT_SANITIZE=thread -DWEFT_BUILD_PERF=OFF
+  ninja -C "$root/build-tsan" ${JOBS:+-j "$JOBS"} engine_test
+  step "tests: build-tsan/ engine_test"
+  TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} "$root/build-tsan/bin/engine_test"
 fi
 
 step "all tests passed"
