@@ -1,0 +1,436 @@
+// Every collective against a serial reference: every dtype, every reduction
+// op (NCCL's five and PreMulSum with both scalar residences), in place and
+// out of place, counts 0, 1, 7, 1023 (and 1M+3 for a few cases), 1 to 8
+// ranks, roots 0 and last. Bytes a collective must not write are checked
+// with guard bytes and filler patterns.
+//
+// One fork per (collective, rank count): the children loop over all cases,
+// since forking and rendezvous cost far more than the small collectives.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness/data.h"
+#include "harness/multirank.h"
+#include "weft/weft.h"
+
+namespace weft::test {
+namespace {
+
+const std::vector<size_t> kCounts = {0, 1, 7, 1023};
+constexpr size_t kLarge = (size_t(1) << 20) + 3;
+
+// The PreMulSum ops of one communicator, one per dtype and residence.
+class RedOps {
+ public:
+  explicit RedOps(weftComm_t comm) : comm_(comm) {
+    for (weftDataType_t dt : allDtypes()) {
+      const int d = int(dt);
+      storeElem(dt, deviceScalar_[d].data(), 0, kPreMulScalar);
+      RANK_CHECK_OK(weftRedOpCreatePreMulSum(&device_[d], deviceScalar_[d].data(), dt,
+                                             weftScalarDevice, comm))
+          << dtypeStr(dt);
+      // The immediate scalar is read at creation: scribble over it afterwards.
+      alignas(8) std::array<unsigned char, 8> tmp{};
+      storeElem(dt, tmp.data(), 0, kPreMulScalar);
+      RANK_CHECK_OK(
+          weftRedOpCreatePreMulSum(&immediate_[d], tmp.data(), dt, weftScalarHostImmediate, comm))
+          << dtypeStr(dt);
+      storeElem(dt, tmp.data(), 0, 0.0);
+      RANK_EXPECT(int(device_[d]) >= int(weftNumOps)) << "PreMulSum op value " << device_[d];
+      RANK_EXPECT(int(immediate_[d]) >= int(weftNumOps)) << "PreMulSum op value " << immediate_[d];
+      RANK_EXPECT(device_[d] != immediate_[d]);
+    }
+  }
+  ~RedOps() {
+    for (weftDataType_t dt : allDtypes()) {
+      RANK_EXPECT_OK(weftRedOpDestroy(device_[int(dt)], comm_));
+      RANK_EXPECT_OK(weftRedOpDestroy(immediate_[int(dt)], comm_));
+    }
+  }
+  weftRedOp_t get(weftDataType_t dt, OpKind k) const {
+    switch (k) {
+      case OpKind::kSum:
+        return weftSum;
+      case OpKind::kProd:
+        return weftProd;
+      case OpKind::kMax:
+        return weftMax;
+      case OpKind::kMin:
+        return weftMin;
+      case OpKind::kAvg:
+        return weftAvg;
+      case OpKind::kPreMulDevice:
+        return device_[int(dt)];
+      case OpKind::kPreMulImmediate:
+        return immediate_[int(dt)];
+    }
+    return weftSum;
+  }
+
+ private:
+  weftComm_t comm_;
+  std::array<weftRedOp_t, weftNumTypes> device_{}, immediate_{};
+  alignas(8) std::array<std::array<unsigned char, 8>, weftNumTypes> deviceScalar_{};
+};
+
+// Counts and reports the elements that differ from the reference (the first
+// few in detail).
+class Checker {
+ public:
+  Checker(weftDataType_t dt, OpKind op) : dt_(dt), op_(op) {}
+  ~Checker() { RANK_EXPECT(bad_ == 0) << bad_ << " wrong elements in total"; }
+  // buf[first + i] for i < count must equal expect(i).
+  template <class F>
+  void elems(const char* what, const void* buf, size_t first, size_t count, F expect) {
+    for (size_t i = 0; i < count; ++i) {
+      const double got = loadElem(dt_, buf, first + i);
+      const double exp = expect(i);
+      if (closeEnough(dt_, op_, got, exp)) continue;
+      if (++bad_ <= 3) {
+        RANK_EXPECT(false) << what << "[" << first + i << "] = " << got << ", expected " << exp;
+      }
+    }
+  }
+  void guards(const char* what, const GuardedBuffer& b) {
+    RANK_EXPECT(b.guardsIntact()) << what << ": bytes outside the buffer were written";
+  }
+  void untouched(const char* what, const GuardedBuffer& b, size_t off, size_t len) {
+    const size_t at = b.findPatternChange(off, len);
+    RANK_EXPECT(at == GuardedBuffer::npos)
+        << what << ": byte " << at << " was written but must not be";
+  }
+
+ private:
+  weftDataType_t dt_;
+  OpKind op_;
+  size_t bad_ = 0;
+};
+
+struct Case {
+  weftComm_t comm;
+  int rank;
+  int n;
+  weftDataType_t dt;
+  OpKind op;
+  weftRedOp_t redop;
+  bool inplace;
+  size_t count;
+  int root;
+  uint64_t salt;
+  size_t es() const { return elemBytes(dt); }
+};
+
+void allReduceCase(const Case& c) {
+  RANK_SCOPED_TRACE("AllReduce nranks=" << c.n << " " << dtypeStr(c.dt) << " " << opStr(c.op)
+                                        << (c.inplace ? " in-place" : " out-of-place")
+                                        << " count=" << c.count);
+  const size_t bytes = c.count * c.es();
+  GuardedBuffer send(bytes), recv(bytes);
+  Checker ck(c.dt, c.op);
+  if (c.inplace) {
+    fillInput(c.dt, c.op, c.rank, recv.data(), c.count, 0, c.salt);
+    RANK_CHECK_OK(weftAllReduce(recv.data(), recv.data(), c.count, c.dt, c.redop, c.comm, nullptr));
+  } else {
+    fillInput(c.dt, c.op, c.rank, send.data(), c.count, 0, c.salt);
+    RANK_CHECK_OK(weftAllReduce(send.data(), recv.data(), c.count, c.dt, c.redop, c.comm, nullptr));
+    ck.elems("sendbuff", send.data(), 0, c.count,
+             [&](size_t i) { return inputValue(c.dt, c.op, c.rank, i, c.salt); });
+  }
+  ck.elems("recvbuff", recv.data(), 0, c.count,
+           [&](size_t i) { return reference(c.dt, c.op, c.n, i, c.salt); });
+  ck.guards("sendbuff", send);
+  ck.guards("recvbuff", recv);
+}
+
+void reduceCase(const Case& c) {
+  RANK_SCOPED_TRACE("Reduce nranks=" << c.n << " root=" << c.root << " " << dtypeStr(c.dt) << " "
+                                     << opStr(c.op) << (c.inplace ? " in-place" : " out-of-place")
+                                     << " count=" << c.count);
+  const size_t bytes = c.count * c.es();
+  GuardedBuffer send(bytes), recv(bytes);
+  Checker ck(c.dt, c.op);
+  auto mine = [&](size_t i) { return inputValue(c.dt, c.op, c.rank, i, c.salt); };
+  if (c.inplace) {
+    fillInput(c.dt, c.op, c.rank, recv.data(), c.count, 0, c.salt);
+    RANK_CHECK_OK(
+        weftReduce(recv.data(), recv.data(), c.count, c.dt, c.redop, c.root, c.comm, nullptr));
+    if (c.rank != c.root)
+      ck.elems("non-root buffer (must keep its input)", recv.data(), 0, c.count, mine);
+  } else {
+    fillInput(c.dt, c.op, c.rank, send.data(), c.count, 0, c.salt);
+    RANK_CHECK_OK(
+        weftReduce(send.data(), recv.data(), c.count, c.dt, c.redop, c.root, c.comm, nullptr));
+    ck.elems("sendbuff", send.data(), 0, c.count, mine);
+    if (c.rank != c.root) ck.untouched("non-root recvbuff", recv, 0, bytes);
+  }
+  if (c.rank == c.root) {
+    ck.elems("root recvbuff", recv.data(), 0, c.count,
+             [&](size_t i) { return reference(c.dt, c.op, c.n, i, c.salt); });
+  }
+  ck.guards("sendbuff", send);
+  ck.guards("recvbuff", recv);
+}
+
+void reduceScatterCase(const Case& c) {
+  RANK_SCOPED_TRACE("ReduceScatter nranks=" << c.n << " " << dtypeStr(c.dt) << " " << opStr(c.op)
+                                            << (c.inplace ? " in-place" : " out-of-place")
+                                            << " recvcount=" << c.count);
+  const size_t total = c.count * size_t(c.n);
+  GuardedBuffer send(total * c.es()), recv(c.count * c.es());
+  Checker ck(c.dt, c.op);
+  fillInput(c.dt, c.op, c.rank, send.data(), total, 0, c.salt);
+  const size_t mineFirst = size_t(c.rank) * c.count;
+  auto expect = [&](size_t i) { return reference(c.dt, c.op, c.n, mineFirst + i, c.salt); };
+  if (c.inplace) {
+    char* r = static_cast<char*>(send.data()) + mineFirst * c.es();
+    RANK_CHECK_OK(weftReduceScatter(send.data(), r, c.count, c.dt, c.redop, c.comm, nullptr));
+    ck.elems("recvbuff (= sendbuff + rank*recvcount)", send.data(), mineFirst, c.count, expect);
+  } else {
+    RANK_CHECK_OK(
+        weftReduceScatter(send.data(), recv.data(), c.count, c.dt, c.redop, c.comm, nullptr));
+    ck.elems("sendbuff", send.data(), 0, total,
+             [&](size_t i) { return inputValue(c.dt, c.op, c.rank, i, c.salt); });
+    ck.elems("recvbuff", recv.data(), 0, c.count, expect);
+  }
+  ck.guards("sendbuff", send);
+  ck.guards("recvbuff", recv);
+}
+
+void broadcastCase(const Case& c) {
+  RANK_SCOPED_TRACE("Broadcast nranks=" << c.n << " root=" << c.root << " " << dtypeStr(c.dt)
+                                        << (c.inplace ? " in-place" : " out-of-place")
+                                        << " count=" << c.count);
+  const size_t bytes = c.count * c.es();
+  GuardedBuffer send(bytes), recv(bytes);
+  Checker ck(c.dt, OpKind::kSum);
+  auto rootVal = [&](size_t i) { return inputValue(c.dt, OpKind::kSum, c.root, i, c.salt); };
+  if (c.inplace) {
+    if (c.rank == c.root) fillInput(c.dt, OpKind::kSum, c.rank, recv.data(), c.count, 0, c.salt);
+    RANK_CHECK_OK(weftBroadcast(recv.data(), recv.data(), c.count, c.dt, c.root, c.comm, nullptr));
+  } else {
+    fillInput(c.dt, OpKind::kSum, c.rank, send.data(), c.count, 0, c.salt);
+    RANK_CHECK_OK(weftBroadcast(send.data(), recv.data(), c.count, c.dt, c.root, c.comm, nullptr));
+    ck.elems("sendbuff", send.data(), 0, c.count,
+             [&](size_t i) { return inputValue(c.dt, OpKind::kSum, c.rank, i, c.salt); });
+  }
+  ck.elems("recvbuff", recv.data(), 0, c.count, rootVal);
+  ck.guards("sendbuff", send);
+  ck.guards("recvbuff", recv);
+}
+
+void allGatherCase(const Case& c) {
+  RANK_SCOPED_TRACE("AllGather nranks=" << c.n << " " << dtypeStr(c.dt)
+                                        << (c.inplace ? " in-place" : " out-of-place")
+                                        << " sendcount=" << c.count);
+  const size_t total = c.count * size_t(c.n);
+  GuardedBuffer send(c.count * c.es()), recv(total * c.es());
+  Checker ck(c.dt, OpKind::kSum);
+  if (c.inplace) {
+    char* s = static_cast<char*>(recv.data()) + size_t(c.rank) * c.count * c.es();
+    fillInput(c.dt, OpKind::kSum, c.rank, s, c.count, 0, c.salt);
+    RANK_CHECK_OK(weftAllGather(s, recv.data(), c.count, c.dt, c.comm, nullptr));
+  } else {
+    fillInput(c.dt, OpKind::kSum, c.rank, send.data(), c.count, 0, c.salt);
+    RANK_CHECK_OK(weftAllGather(send.data(), recv.data(), c.count, c.dt, c.comm, nullptr));
+    ck.elems("sendbuff", send.data(), 0, c.count,
+             [&](size_t i) { return inputValue(c.dt, OpKind::kSum, c.rank, i, c.salt); });
+  }
+  for (int q = 0; q < c.n; ++q) {
+    ck.elems("recvbuff", recv.data(), size_t(q) * c.count, c.count,
+             [&](size_t i) { return inputValue(c.dt, OpKind::kSum, q, i, c.salt); });
+  }
+  ck.guards("sendbuff", send);
+  ck.guards("recvbuff", recv);
+}
+
+void allToAllCase(const Case& c) {
+  RANK_SCOPED_TRACE("AlltoAll nranks=" << c.n << " " << dtypeStr(c.dt) << " count=" << c.count);
+  const size_t total = c.count * size_t(c.n);
+  GuardedBuffer send(total * c.es()), recv(total * c.es());
+  Checker ck(c.dt, OpKind::kSum);
+  fillInput(c.dt, OpKind::kSum, c.rank, send.data(), total, 0, c.salt);
+  RANK_CHECK_OK(weftAlltoAll(send.data(), recv.data(), c.count, c.dt, c.comm, nullptr));
+  ck.elems("sendbuff", send.data(), 0, total,
+           [&](size_t i) { return inputValue(c.dt, OpKind::kSum, c.rank, i, c.salt); });
+  for (int q = 0; q < c.n; ++q) {
+    ck.elems("recvbuff", recv.data(), size_t(q) * c.count, c.count, [&](size_t i) {
+      return inputValue(c.dt, OpKind::kSum, q, size_t(c.rank) * c.count + i, c.salt);
+    });
+  }
+  ck.guards("sendbuff", send);
+  ck.guards("recvbuff", recv);
+}
+
+void gatherCase(const Case& c) {
+  const bool inplace = c.inplace && c.rank == c.root;  // in place only means something at root
+  RANK_SCOPED_TRACE("Gather nranks=" << c.n << " root=" << c.root << " " << dtypeStr(c.dt)
+                                     << (inplace ? " in-place" : " out-of-place")
+                                     << " count=" << c.count);
+  const size_t total = c.count * size_t(c.n);
+  GuardedBuffer send(c.count * c.es()), recv(total * c.es());
+  Checker ck(c.dt, OpKind::kSum);
+  if (inplace) {
+    char* s = static_cast<char*>(recv.data()) + size_t(c.rank) * c.count * c.es();
+    fillInput(c.dt, OpKind::kSum, c.rank, s, c.count, 0, c.salt);
+    RANK_CHECK_OK(weftGather(s, recv.data(), c.count, c.dt, c.root, c.comm, nullptr));
+  } else {
+    fillInput(c.dt, OpKind::kSum, c.rank, send.data(), c.count, 0, c.salt);
+    RANK_CHECK_OK(weftGather(send.data(), recv.data(), c.count, c.dt, c.root, c.comm, nullptr));
+    ck.elems("sendbuff", send.data(), 0, c.count,
+             [&](size_t i) { return inputValue(c.dt, OpKind::kSum, c.rank, i, c.salt); });
+  }
+  if (c.rank == c.root) {
+    for (int q = 0; q < c.n; ++q) {
+      ck.elems("root recvbuff", recv.data(), size_t(q) * c.count, c.count,
+               [&](size_t i) { return inputValue(c.dt, OpKind::kSum, q, i, c.salt); });
+    }
+  } else {
+    ck.untouched("non-root recvbuff", recv, 0, total * c.es());
+  }
+  ck.guards("sendbuff", send);
+  ck.guards("recvbuff", recv);
+}
+
+void scatterCase(const Case& c) {
+  const bool inplace = c.inplace && c.rank == c.root;
+  RANK_SCOPED_TRACE("Scatter nranks=" << c.n << " root=" << c.root << " " << dtypeStr(c.dt)
+                                      << (inplace ? " in-place" : " out-of-place")
+                                      << " count=" << c.count);
+  const size_t total = c.count * size_t(c.n);
+  GuardedBuffer send(total * c.es()), recv(c.count * c.es());
+  Checker ck(c.dt, OpKind::kSum);
+  // Every rank fills its sendbuff; only the root's is read.
+  fillInput(c.dt, OpKind::kSum, c.rank, send.data(), total, 0, c.salt);
+  const size_t mineFirst = size_t(c.rank) * c.count;
+  auto expect = [&](size_t i) {
+    return inputValue(c.dt, OpKind::kSum, c.root, mineFirst + i, c.salt);
+  };
+  if (inplace) {
+    char* r = static_cast<char*>(send.data()) + mineFirst * c.es();
+    RANK_CHECK_OK(weftScatter(send.data(), r, c.count, c.dt, c.root, c.comm, nullptr));
+    ck.elems("recvbuff (= sendbuff + root*count)", send.data(), mineFirst, c.count, expect);
+  } else {
+    RANK_CHECK_OK(weftScatter(send.data(), recv.data(), c.count, c.dt, c.root, c.comm, nullptr));
+    ck.elems("recvbuff", recv.data(), 0, c.count, expect);
+  }
+  ck.elems("sendbuff", send.data(), 0, total,
+           [&](size_t i) { return inputValue(c.dt, OpKind::kSum, c.rank, i, c.salt); });
+  ck.guards("sendbuff", send);
+  ck.guards("recvbuff", recv);
+}
+
+using CaseFn = void (*)(const Case&);
+
+std::vector<int> rootsFor(int n) {
+  return n == 1 ? std::vector<int>{0} : std::vector<int>{0, n - 1};
+}
+
+// Runs fn over dtypes x ops (when reducing) x in/out of place x counts x
+// roots (when rooted) in one multi-rank run.
+void sweep(int nranks, CaseFn fn, bool reducing, bool rooted, bool hasInplace) {
+  runRanks(nranks, [&](weftComm_t comm, int rank, int n) {
+    RedOps ops(comm);
+    uint64_t salt = 0;
+    const std::vector<OpKind> noOp = {OpKind::kSum};
+    for (weftDataType_t dt : allDtypes()) {
+      for (OpKind op : reducing ? allOpKinds() : noOp) {
+        for (int inplace = 0; inplace <= (hasInplace ? 1 : 0); ++inplace) {
+          for (size_t count : kCounts) {
+            for (int root : rooted ? rootsFor(n) : std::vector<int>{0}) {
+              Case c{comm, rank, n, dt, op, ops.get(dt, op), inplace != 0, count, root, ++salt};
+              fn(c);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, AllReduce) {
+  sweep(GetParam(), allReduceCase, true, false, true);
+}
+TEST_P(Collectives, Reduce) {
+  sweep(GetParam(), reduceCase, true, true, true);
+}
+TEST_P(Collectives, ReduceScatter) {
+  sweep(GetParam(), reduceScatterCase, true, false, true);
+}
+TEST_P(Collectives, Broadcast) {
+  sweep(GetParam(), broadcastCase, false, true, true);
+}
+TEST_P(Collectives, AllGather) {
+  sweep(GetParam(), allGatherCase, false, false, true);
+}
+TEST_P(Collectives, AlltoAll) {
+  sweep(GetParam(), allToAllCase, false, false, false);
+}
+TEST_P(Collectives, Gather) {
+  sweep(GetParam(), gatherCase, false, true, true);
+}
+TEST_P(Collectives, Scatter) {
+  sweep(GetParam(), scatterCase, false, true, true);
+}
+
+// 1M+3 elements: more than any staging slot, odd so that no chunking divides
+// it evenly. A few dtypes and ops only.
+TEST_P(Collectives, LargeCounts) {
+  runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {
+    RedOps ops(comm);
+    uint64_t salt = 1000;
+    auto mk = [&](weftDataType_t dt, OpKind op, bool inplace, size_t count, int root) {
+      return Case{comm, rank, n, dt, op, ops.get(dt, op), inplace, count, root, ++salt};
+    };
+    const int last = n - 1;
+    allReduceCase(mk(weftFloat32, OpKind::kSum, false, kLarge, 0));
+    allReduceCase(mk(weftBfloat16, OpKind::kSum, true, kLarge, 0));
+    allReduceCase(mk(weftInt64, OpKind::kMax, true, kLarge, 0));
+    allReduceCase(mk(weftFloat16, OpKind::kPreMulImmediate, false, kLarge, 0));
+    allReduceCase(mk(weftFloat8e4m3, OpKind::kAvg, false, kLarge, 0));
+    reduceCase(mk(weftFloat32, OpKind::kSum, false, kLarge, last));
+    reduceCase(mk(weftInt32, OpKind::kProd, true, kLarge, 0));
+    reduceScatterCase(mk(weftFloat32, OpKind::kSum, false, kLarge, 0));
+    reduceScatterCase(mk(weftUint8, OpKind::kMin, true, kLarge, 0));
+    broadcastCase(mk(weftFloat64, OpKind::kSum, false, kLarge, last));
+    broadcastCase(mk(weftInt8, OpKind::kSum, true, kLarge, 0));
+    allGatherCase(mk(weftUint8, OpKind::kSum, false, kLarge, 0));
+    allGatherCase(mk(weftFloat32, OpKind::kSum, true, kLarge, 0));
+    allToAllCase(mk(weftInt32, OpKind::kSum, false, kLarge / size_t(n), 0));
+    gatherCase(mk(weftFloat16, OpKind::kSum, false, kLarge, last));
+    scatterCase(mk(weftInt32, OpKind::kSum, true, kLarge, last));
+  });
+}
+
+// A PreMulSum op with a device-resident scalar reads it on every use.
+TEST_P(Collectives, PreMulSumDeviceScalarIsReadEachTime) {
+  runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {
+    alignas(8) float scalar = 2.0f;
+    weftRedOp_t op;
+    RANK_CHECK_OK(weftRedOpCreatePreMulSum(&op, &scalar, weftFloat32, weftScalarDevice, comm));
+    float x[3] = {float(rank), 1.0f, float(rank + 1)};
+    float y[3] = {};
+    RANK_CHECK_OK(weftAllReduce(x, y, 3, weftFloat32, op, comm, nullptr));
+    const float sumR = float(n * (n - 1) / 2);
+    RANK_EXPECT(y[0] == 2 * sumR && y[1] == 2.0f * float(n) && y[2] == 2 * (sumR + float(n)))
+        << "scalar 2: got " << y[0] << " " << y[1] << " " << y[2];
+    scalar = 0.5f;
+    RANK_CHECK_OK(weftAllReduce(x, y, 3, weftFloat32, op, comm, nullptr));
+    RANK_EXPECT(y[0] == 0.5f * sumR && y[1] == 0.5f * float(n) && y[2] == 0.5f * (sumR + float(n)))
+        << "scalar changed to 0.5: got " << y[0] << " " << y[1] << " " << y[2];
+    RANK_EXPECT_OK(weftRedOpDestroy(op, comm));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param);
+                         });
+
+}  // namespace
+}  // namespace weft::test
