@@ -604,7 +604,7 @@ void expectWrongSecretRefused(const char* right, const char* wrong) {
   RunOptions opts;
   opts.timeout = std::chrono::seconds(20);
   opts.init = InitMode::kWeftEnv;
-  opts.env = {{"WEFT_SECRET", right}, {"WEFT_TIMEOUT_MS", "5000"}};
+  opts.env = {{"WEFT_SECRET", right}, {"WEFT_BOOTSTRAP_TIMEOUT_MS", "3000"}};
   runRanksRaw(
       2,
       [&](const RankContext& ctx) {

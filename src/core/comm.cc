@@ -346,14 +346,13 @@ Status commInitFromEnv(const weftConfig_t* config, weftComm** out) {
   net::SockAddr root;
   WEFT_RETURN_IF_ERROR(net::parseHostPort(*addrText, &root));
   // Every rank must derive the same secret; WEFT_SECRET makes it a real one.
-  uint64_t secret = 0;
-  if (auto s = envString("SECRET")) {
-    secret = std::strtoull(s->c_str(), nullptr, 16);
-  } else {
-    const std::string seed = *addrText + "/" + std::to_string(er.size);
-    secret = 1469598103934665603ull;
-    for (unsigned char c : seed) secret = (secret ^ c) * 1099511628211ull;
-  }
+  // Any text works as WEFT_SECRET: it is hashed, so "0123abcd" and
+  // "0123abce" or "right" and "wrong" all differ.
+  const auto configured = envString("SECRET");
+  const std::string seed =
+      configured ? "secret:" + *configured : *addrText + "/" + std::to_string(er.size);
+  uint64_t secret = 1469598103934665603ull;
+  for (unsigned char c : seed) secret = (secret ^ c) * 1099511628211ull;
   if (er.rank == 0) {
     net::SockAddr bound;
     Status st = startBootstrapRoot(root, secret, &bound);
