@@ -89,6 +89,7 @@ void CommHealth::beginCollective() {
   const auto now = std::chrono::steady_clock::now();
   deadline_ = now + std::chrono::milliseconds(comm_.timeoutMs);
   nextPeerCheck_ = now + std::chrono::milliseconds(10);
+  peerLeftSince_ = {};
 }
 
 Status CommHealth::check() {
@@ -103,11 +104,21 @@ Status CommHealth::check() {
   const auto now = std::chrono::steady_clock::now();
   if (now >= nextPeerCheck_) {
     nextPeerCheck_ = now + std::chrono::milliseconds(10);
-    for (const PeerInfo& p : comm_.peers)
-      if (p.rank != comm_.rank && !processAlive(p.pid))
+    for (const PeerInfo& p : comm_.peers) {
+      if (p.rank == comm_.rank || processAlive(p.pid)) continue;
+      if (!comm_.shm->peerClosed(p.rank))
         return makeError(weftRemoteError,
-                         "rank %d (pid %d) exited or died in the middle of a collective", p.rank,
-                         p.pid);
+                         "rank %d (pid %d) died in the middle of a collective", p.rank, p.pid);
+      // It destroyed its communicator and exited: fine if it had done its
+      // part, which a collective still waiting a second later shows it had not.
+      if (peerLeftSince_ == std::chrono::steady_clock::time_point{}) peerLeftSince_ = now;
+      if (now - peerLeftSince_ > std::chrono::seconds(1))
+        return makeError(weftRemoteError,
+                         "rank %d (pid %d) destroyed its communicator and exited while this "
+                         "rank still waits in collective #%llu: the ranks called different "
+                         "collectives",
+                         p.rank, p.pid, static_cast<unsigned long long>(comm_.collSeq));
+    }
   }
   if (comm_.timeoutMs > 0 && now >= deadline_)
     return makeError(weftTimeout,
@@ -426,6 +437,7 @@ void commDestroy(weftComm* comm) {
     (void)comm->engine->drain();
     comm->engine->stop();
   }
+  if (comm->shm && !comm->aborting.load()) comm->shm->markClosed();
   comm->magic.store(weftComm::kDead);
   comm->engine.reset();
   comm->shm.reset();

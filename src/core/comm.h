@@ -35,6 +35,9 @@ class CommHealth final : public HealthMonitor {
   weftComm& comm_;
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::time_point nextPeerCheck_{};
+  // When this collective first found a peer that had left normally; such a
+  // peer may have finished its part already, so it is not an error at once.
+  std::chrono::steady_clock::time_point peerLeftSince_{};
 };
 
 class CommContext final : public CollContext {

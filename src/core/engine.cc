@@ -37,7 +37,9 @@ Status Engine::wait(WorkState& work,
                     std::optional<std::chrono::steady_clock::time_point> deadline) {
   uint32_t spins = 0;
   while (!work.done.load(std::memory_order_acquire)) {
-    if (driver_.try_lock()) {
+    // A collective cannot be interrupted, so a caller with a deadline never
+    // drives: it leaves the work to the engine thread and keeps its deadline.
+    if (!deadline && driver_.try_lock()) {
       driveLocked(&work);
       driver_.unlock();
       continue;
@@ -52,8 +54,9 @@ Status Engine::wait(WorkState& work,
       continue;
     }
     std::unique_lock<std::mutex> lock(work.mu);
-    work.cv.wait_for(lock, std::chrono::milliseconds(1),
-                     [&] { return work.done.load(std::memory_order_acquire); });
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+    if (deadline && *deadline < until) until = *deadline;
+    work.cv.wait_until(lock, until, [&] { return work.done.load(std::memory_order_acquire); });
   }
   return work.result;
 }

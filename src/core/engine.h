@@ -37,7 +37,8 @@ class Engine {
     return fn();
   }
   // Waits for work, driving the queue when no one else is. With a deadline,
-  // returns weftInProgress if the work has not finished by then.
+  // leaves the running to the engine thread and returns weftInProgress if the
+  // work has not finished by then.
   Status wait(WorkState& work, std::optional<std::chrono::steady_clock::time_point> deadline);
   // Waits for everything posted so far.
   Status drain();

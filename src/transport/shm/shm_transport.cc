@@ -38,6 +38,7 @@ volatile uint64_t crossMemoryProbe = 0;
 struct SegmentHeader {
   uint64_t magic;
   std::atomic<uint32_t> abortedBy;  // 0, or 1 + the rank that poisoned
+  std::atomic<uint32_t> closed;     // the owner destroyed its communicator normally
 };
 }  // namespace
 
@@ -291,6 +292,15 @@ ShmTransport::~ShmTransport() = default;
 int ShmTransport::abortedBy() const {
   const auto* header = static_cast<const SegmentHeader*>(segments_[rank_].data());
   return static_cast<int>(header->abortedBy.load(std::memory_order_acquire));
+}
+
+void ShmTransport::markClosed() {
+  static_cast<SegmentHeader*>(segments_[rank_].data())->closed.store(1, std::memory_order_release);
+}
+
+bool ShmTransport::peerClosed(int peer) const {
+  const auto* header = static_cast<const SegmentHeader*>(segments_[peer].data());
+  return header != nullptr && header->closed.load(std::memory_order_acquire) != 0;
 }
 
 void ShmTransport::poison(int byRank) {

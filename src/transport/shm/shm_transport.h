@@ -90,6 +90,10 @@ class ShmTransport {
   int abortedBy() const;
   // Tells every peer (and ourselves) to stop: their waits fail at once.
   void poison(int byRank);
+  // Says that this rank left normally (its communicator was destroyed), so a
+  // peer that finds the process gone knows it did not crash.
+  void markClosed();
+  bool peerClosed(int peer) const;
 
  private:
   ShmTransport() = default;
