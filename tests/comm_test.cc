@@ -322,25 +322,28 @@ TEST_P(CommRanks, InitFromTorchrunEnv) {
 TEST_P(CommRanks, CppCommFromEnvAndSplit) {
   RunOptions opts;
   opts.init = InitMode::kWeftEnv;
-  runRanksRaw(GetParam(), [](const RankContext& ctx) {
-    weft::Comm comm = weft::Comm::fromEnv();
-    RANK_EXPECT_EQ(comm.rank(), ctx.rank);
-    RANK_EXPECT_EQ(comm.size(), ctx.nranks);
-    setCurrentComm(comm.handle());
-    std::vector<int32_t> v(5, comm.rank());
-    comm.allReduce(std::span<int32_t>(v)).wait();
-    for (int32_t x : v) RANK_EXPECT_EQ(x, ctx.nranks * (ctx.nranks - 1) / 2);
-    weft::Comm sub = comm.split(ctx.rank % 2, -ctx.rank);
-    const int subSize = ctx.rank % 2 == 0 ? (ctx.nranks + 1) / 2 : ctx.nranks / 2;
-    RANK_EXPECT_EQ(sub.size(), subSize);
-    RANK_EXPECT_EQ(sub.rank(), subSize - 1 - ctx.rank / 2);
-    std::vector<double> d(3, 1.0);
-    sub.allReduce(std::span<double>(d), weftSum).wait();
-    RANK_EXPECT_EQ(d[2], double(subSize));
-    sub.finalize();
-    comm.finalize();
-    setCurrentComm(nullptr);
-  }, opts);
+  runRanksRaw(
+      GetParam(),
+      [](const RankContext& ctx) {
+        weft::Comm comm = weft::Comm::fromEnv();
+        RANK_EXPECT_EQ(comm.rank(), ctx.rank);
+        RANK_EXPECT_EQ(comm.size(), ctx.nranks);
+        setCurrentComm(comm.handle());
+        std::vector<int32_t> v(5, comm.rank());
+        comm.allReduce(std::span<int32_t>(v)).wait();
+        for (int32_t x : v) RANK_EXPECT_EQ(x, ctx.nranks * (ctx.nranks - 1) / 2);
+        weft::Comm sub = comm.split(ctx.rank % 2, -ctx.rank);
+        const int subSize = ctx.rank % 2 == 0 ? (ctx.nranks + 1) / 2 : ctx.nranks / 2;
+        RANK_EXPECT_EQ(sub.size(), subSize);
+        RANK_EXPECT_EQ(sub.rank(), subSize - 1 - ctx.rank / 2);
+        std::vector<double> d(3, 1.0);
+        sub.allReduce(std::span<double>(d), weftSum).wait();
+        RANK_EXPECT_EQ(d[2], double(subSize));
+        sub.finalize();
+        comm.finalize();
+        setCurrentComm(nullptr);
+      },
+      opts);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CommRanks, ::testing::Values(1, 2, 3, 4, 8),

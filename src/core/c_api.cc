@@ -314,24 +314,27 @@ weftResult_t weftStreamDestroy(weftStream_t stream) {
   });
 }
 
+// Enum arguments are taken as ints before any check: a C caller may pass any
+// value, and loading an out-of-range enum is undefined behaviour.
 weftResult_t weftRedOpCreatePreMulSum(weftRedOp_t* op, void* scalar, weftDataType_t datatype,
                                       weftScalarResidence_t residence, weftComm_t comm) {
+  const int rawType = static_cast<int>(datatype);
+  const int rawResidence = static_cast<int>(residence);
   return guarded([&]() -> Status {
     WEFT_RETURN_IF_ERROR(checkComm(comm));
     if (op == nullptr || scalar == nullptr)
       return Status(weftInvalidArgument, "weftRedOpCreatePreMulSum: op or scalar is NULL");
-    if (!dtypeValid(datatype))
-      return makeError(weftInvalidArgument, "weftRedOpCreatePreMulSum: invalid dtype %d",
-                       static_cast<int>(datatype));
-    if (residence != weftScalarDevice && residence != weftScalarHostImmediate)
+    if (!dtypeValid(rawType))
+      return makeError(weftInvalidArgument, "weftRedOpCreatePreMulSum: invalid dtype %d", rawType);
+    if (rawResidence != weftScalarDevice && rawResidence != weftScalarHostImmediate)
       return makeError(weftInvalidArgument, "weftRedOpCreatePreMulSum: invalid residence %d",
-                       static_cast<int>(residence));
+                       rawResidence);
     PreMulSumOp entry;
     entry.inUse = true;
-    entry.dtype = datatype;
-    entry.residence = residence;
+    entry.dtype = static_cast<weftDataType_t>(rawType);
+    entry.residence = static_cast<weftScalarResidence_t>(rawResidence);
     entry.pointer = scalar;
-    std::memcpy(entry.immediate, scalar, dtypeSize(datatype));
+    std::memcpy(entry.immediate, scalar, dtypeSize(entry.dtype));
     std::lock_guard<std::mutex> lock(comm->opsMu);
     size_t i = 0;
     while (i < comm->preMulOps.size() && comm->preMulOps[i].inUse) ++i;
@@ -343,15 +346,16 @@ weftResult_t weftRedOpCreatePreMulSum(weftRedOp_t* op, void* scalar, weftDataTyp
 }
 
 weftResult_t weftRedOpDestroy(weftRedOp_t op, weftComm_t comm) {
+  const int rawOp = static_cast<int>(op);
   return guarded([&]() -> Status {
     WEFT_RETURN_IF_ERROR(checkComm(comm));
-    const long i = static_cast<long>(op) - weftNumOps;
+    const long i = static_cast<long>(rawOp) - weftNumOps;
     std::lock_guard<std::mutex> lock(comm->opsMu);
     if (i < 0 || i >= static_cast<long>(comm->preMulOps.size()) || !comm->preMulOps[i].inUse)
       return makeError(weftInvalidArgument,
                        "weftRedOpDestroy: op %d was not made by weftRedOpCreatePreMulSum on this "
                        "communicator",
-                       static_cast<int>(op));
+                       rawOp);
     comm->preMulOps[i].inUse = false;
     return Status::ok();
   });

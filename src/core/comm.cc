@@ -107,8 +107,8 @@ Status CommHealth::check() {
     for (const PeerInfo& p : comm_.peers) {
       if (p.rank == comm_.rank || processAlive(p.pid)) continue;
       if (!comm_.shm->peerClosed(p.rank))
-        return makeError(weftRemoteError,
-                         "rank %d (pid %d) died in the middle of a collective", p.rank, p.pid);
+        return makeError(weftRemoteError, "rank %d (pid %d) died in the middle of a collective",
+                         p.rank, p.pid);
       // It destroyed its communicator and exited: fine if it had done its
       // part, which a collective still waiting a second later shows it had not.
       if (peerLeftSince_ == std::chrono::steady_clock::time_point{}) peerLeftSince_ = now;
@@ -174,7 +174,7 @@ void commFail(weftComm* comm, const Status& st) {
   WEFT_WARN(kLogColl, "rank %d: %s", comm->rank, st.message().c_str());
 }
 
-Status resolveOp(weftComm* comm, weftRedOp_t raw, weftDataType_t dtype, RedOp* out) {
+Status resolveOp(weftComm* comm, int raw, weftDataType_t dtype, RedOp* out) {
   *out = RedOp{};
   switch (raw) {
     case weftSum:
@@ -202,12 +202,12 @@ Status resolveOp(weftComm* comm, weftRedOp_t raw, weftDataType_t dtype, RedOp* o
     return makeError(weftInvalidArgument,
                      "invalid op %d: use weftSum, weftProd, weftMax, weftMin, weftAvg or an op "
                      "from weftRedOpCreatePreMulSum on this communicator",
-                     static_cast<int>(raw));
+                     raw);
   const PreMulSumOp& op = comm->preMulOps[index];
   if (op.dtype != dtype)
     return makeError(weftInvalidArgument,
-                     "op %d was created for dtype %s but the call uses dtype %s",
-                     static_cast<int>(raw), dtypeName(op.dtype), dtypeName(dtype));
+                     "op %d was created for dtype %s but the call uses dtype %s", raw,
+                     dtypeName(op.dtype), dtypeName(dtype));
   out->preMul = true;
   std::memcpy(out->scalar, op.residence == weftScalarHostImmediate ? op.immediate : op.pointer,
               dtypeSize(dtype));

@@ -113,6 +113,6 @@ std::shared_ptr<WorkState> postTask(weftComm* comm, Task task);
 Status commRunCall(weftComm* comm, CollCall& call);
 
 // Resolves an op for a call (validation happens before).
-Status resolveOp(weftComm* comm, weftRedOp_t raw, weftDataType_t dtype, RedOp* out);
+Status resolveOp(weftComm* comm, int raw, weftDataType_t dtype, RedOp* out);
 
 }  // namespace weft

@@ -1,6 +1,7 @@
 #include "core/validate.h"
 
 #include <cstdint>
+#include <cstring>
 
 #include "base/dtype.h"
 #include "core/comm.h"
@@ -29,9 +30,14 @@ Status validateCall(weftComm* comm, const char* api, const CollCall& call) {
   const CollArgs& a = call.args;
   const int n = comm->nranks;
   const int me = comm->rank;
-  if (!dtypeValid(a.dtype))
+  // Read the dtype as an int: a C caller may pass any value, and loading an
+  // out-of-range enum is undefined behaviour.
+  int rawDtype = 0;
+  static_assert(sizeof rawDtype == sizeof a.dtype);
+  std::memcpy(&rawDtype, &a.dtype, sizeof rawDtype);
+  if (!dtypeValid(rawDtype))
     return makeError(weftInvalidArgument, "%s: invalid dtype %d (valid values are 0 to %d)", api,
-                     static_cast<int>(a.dtype), weftNumTypes - 1);
+                     rawDtype, weftNumTypes - 1);
   if (isReducing(a.kind)) {
     RedOp unused;
     Status st = resolveOp(comm, call.rawOp, a.dtype, &unused);

@@ -16,7 +16,9 @@ namespace weft {
 
 struct CollCall {
   CollArgs args;
-  weftRedOp_t rawOp = weftSum;  // resolved when the call runs (PreMulSum scalars)
+  // The op as the caller passed it, kept as an int: a C caller may pass any
+  // value, and loading an out-of-range enum is undefined behaviour.
+  int rawOp = weftSum;  // resolved when the call runs (PreMulSum scalars)
 };
 
 struct Task {

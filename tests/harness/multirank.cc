@@ -259,38 +259,76 @@ void runImpl(int n, const RunOptions& opts, const std::function<void(const RankC
   base.nranks = n;
   base.init = opts.init;
   int port = 0;
-  if (opts.init == InitMode::kUniqueId) {
-    weftResult_t r = weftGetUniqueId(&base.id);
-    if (r != weftSuccess) {
-      std::filesystem::remove_all(dir);
-      FAIL() << "weftGetUniqueId returned " << describeResult(r) << ": "
-             << weftGetLastError(nullptr);
-    }
-  } else {
+  if (opts.init != InitMode::kUniqueId) {
     port = freeTcpPort();
     ASSERT_GT(port, 0) << "no free TCP port";
   }
 
+  // The children are forked first and get the unique id through a pipe: the
+  // parent calls weftGetUniqueId only after the last fork. (Forking while the
+  // id's rendezvous thread is starting can copy a lock held by that thread
+  // into the child -- ASan's allocator takes one in every new thread -- and
+  // the child then deadlocks in its first thread creation.)
   std::fflush(nullptr);
   const pid_t parent = ::getpid();
   std::vector<Child> kids(n);
+  std::vector<int> idWriters;
   for (int k = 0; k < n; ++k) {
     RankContext ctx = base;
     ctx.rank = k;
     const std::string logPath = dir + "/rank" + std::to_string(k) + ".log";
+    int idPipe[2] = {-1, -1};
+    if (opts.init == InitMode::kUniqueId && ::pipe2(idPipe, O_CLOEXEC) != 0) {
+      ADD_FAILURE() << "pipe: " << strerror(errno);
+      break;
+    }
     pid_t pid = ::fork();
     if (pid == 0) {
+      if (opts.init == InitMode::kUniqueId) {
+        for (int fd : idWriters) ::close(fd);
+        ::close(idPipe[1]);
+        size_t got = 0;
+        char* dst = reinterpret_cast<char*>(&ctx.id);
+        while (got < sizeof ctx.id) {
+          ssize_t r = ::read(idPipe[0], dst + got, sizeof ctx.id - got);
+          if (r < 0 && errno == EINTR) continue;
+          if (r <= 0) ::_exit(3);  // the parent could not make an id; it reports that
+          got += size_t(r);
+        }
+        ::close(idPipe[0]);
+      }
       childMain(
           ctx, port, logPath, opts, [&] { child(ctx); }, parent);
     }
+    if (opts.init == InitMode::kUniqueId) {
+      ::close(idPipe[0]);
+      if (pid > 0) {
+        idWriters.push_back(idPipe[1]);
+      } else {
+        ::close(idPipe[1]);
+      }
+    }
     if (pid < 0) {
       ADD_FAILURE() << "fork for rank " << k << " failed: " << strerror(errno);
+      for (int fd : idWriters) ::close(fd);
       for (int j = 0; j < k; ++j) ::kill(kids[j].pid, SIGKILL);
       for (int j = 0; j < k; ++j) ::waitpid(kids[j].pid, nullptr, 0);
       std::filesystem::remove_all(dir);
       return;
     }
     kids[k].pid = pid;
+  }
+  if (opts.init == InitMode::kUniqueId) {
+    weftUniqueId id;
+    const weftResult_t r = weftGetUniqueId(&id);
+    if (r != weftSuccess) {
+      ADD_FAILURE() << "weftGetUniqueId returned " << describeResult(r) << ": "
+                    << weftGetLastError(nullptr);
+    } else {
+      for (int fd : idWriters)
+        writeAll(fd, std::string(reinterpret_cast<const char*>(&id), sizeof id));
+    }
+    for (int fd : idWriters) ::close(fd);
   }
 
   auto expectedOf = [&](int k) {
