@@ -61,68 +61,18 @@ const std::vector<weftDataType_t>& allDtypes() {
   return all;
 }
 
+// Names, sizes and kinds come from the library (base/dtype.h): the tests
+// check the collectives, not the type table.
 std::string dtypeStr(weftDataType_t dt) {
-  switch (dt) {
-    case weftInt8:
-      return "int8";
-    case weftUint8:
-      return "uint8";
-    case weftInt32:
-      return "int32";
-    case weftUint32:
-      return "uint32";
-    case weftInt64:
-      return "int64";
-    case weftUint64:
-      return "uint64";
-    case weftFloat16:
-      return "half";
-    case weftFloat32:
-      return "float";
-    case weftFloat64:
-      return "double";
-    case weftBfloat16:
-      return "bfloat16";
-    case weftFloat8e4m3:
-      return "fp8e4m3";
-    case weftFloat8e5m2:
-      return "fp8e5m2";
-    default:
-      return "dtype(" + std::to_string(int(dt)) + ")";
-  }
+  return dtypeValid(dt) ? dtypeName(dt) : "dtype(" + std::to_string(int(dt)) + ")";
 }
 
 size_t elemBytes(weftDataType_t dt) {
-  switch (dt) {
-    case weftInt8:
-    case weftUint8:
-    case weftFloat8e4m3:
-    case weftFloat8e5m2:
-      return 1;
-    case weftFloat16:
-    case weftBfloat16:
-      return 2;
-    case weftInt32:
-    case weftUint32:
-    case weftFloat32:
-      return 4;
-    default:
-      return 8;
-  }
+  return dtypeSize(dt);
 }
 
 bool dtypeFloating(weftDataType_t dt) {
-  switch (dt) {
-    case weftFloat16:
-    case weftFloat32:
-    case weftFloat64:
-    case weftBfloat16:
-    case weftFloat8e4m3:
-    case weftFloat8e5m2:
-      return true;
-    default:
-      return false;
-  }
+  return dtypeIsFloat(dt);
 }
 
 bool dtypeSigned(weftDataType_t dt) {
