@@ -3,7 +3,10 @@
 // reference over dtypes, ops, counts, rank counts, roots and in-place use,
 // with tiny slots (2 x 256 B: many chunks, tight back-pressure) and roomy
 // ones (4 x 64 KiB). A rank that hangs fails its collective with a timeout
-// from the test health monitor instead of hanging the test.
+// from the test health monitor instead of hanging the test. The *Direct
+// configurations also let channels publish (single copy: the receiver copies
+// straight from the sender's buffer, here one process) and turn on the
+// single-copy algorithms from a small size; the others cover the FIFO paths.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -34,8 +37,13 @@ using Clock = std::chrono::steady_clock;
 
 class MemChannel final : public SendChannel, public RecvChannel {
  public:
-  MemChannel(size_t slotBytes, int depth)
-      : slotBytes_(slotBytes), depth_(depth), sizes_(depth), data_(slotBytes * depth + 64) {}
+  MemChannel(size_t slotBytes, int depth, bool canPublish)
+      : slotBytes_(slotBytes),
+        depth_(depth),
+        canPublish_(canPublish),
+        sizes_(depth),
+        published_(depth),
+        data_(slotBytes * depth + 64) {}
 
   void* tryAcquire() override {
     const uint64_t h = head_.load(std::memory_order_relaxed);
@@ -48,6 +56,17 @@ class MemChannel final : public SendChannel, public RecvChannel {
     acquired_ = false;
     const uint64_t h = head_.load(std::memory_order_relaxed);
     sizes_[h % depth_] = bytes;
+    published_[h % depth_] = nullptr;
+    head_.store(h + 1, std::memory_order_release);
+  }
+  bool canPublish() const override { return canPublish_; }
+  void publish(const void* src, size_t bytes) override {
+    if (!acquired_ || !canPublish_) misuse_.fetch_add(1);
+    acquired_ = false;
+    const uint64_t h = head_.load(std::memory_order_relaxed);
+    sizes_[h % depth_] = bytes;
+    published_[h % depth_] = static_cast<const char*>(src);
+    publishedOut_.fetch_add(1);
     head_.store(h + 1, std::memory_order_release);
   }
   size_t slotBytes() const override { return slotBytes_; }
@@ -66,11 +85,34 @@ class MemChannel final : public SendChannel, public RecvChannel {
     if (!peeked_) misuse_.fetch_add(1);
     peeked_ = false;
     const uint64_t t = tail_.load(std::memory_order_relaxed);
-    std::memset(slot(t), 0xCD, sizes_[t % depth_]);  // catches reads after release
+    if (published_[t % depth_]) {
+      published_[t % depth_] = nullptr;
+      publishedOut_.fetch_sub(1);
+    } else {
+      std::memset(slot(t), 0xCD, sizes_[t % depth_]);  // catches reads after release
+    }
     tail_.store(t + 1, std::memory_order_release);
+  }
+  bool peekedPublished() const override {
+    if (!peeked_) misuse_.fetch_add(1);
+    return published_[tail_.load(std::memory_order_relaxed) % depth_] != nullptr;
+  }
+  // Same process: a plain copy out of the published buffer.
+  Status readPublished(void* dst, size_t offset, size_t bytes) override {
+    const uint64_t t = tail_.load(std::memory_order_relaxed);
+    const char* src = published_[t % depth_];
+    if (!peeked_ || !src || offset > sizes_[t % depth_] || bytes > sizes_[t % depth_] - offset) {
+      misuse_.fetch_add(1);
+      return makeError(weftInternalError, "bad readPublished(%zu, %zu)", offset, bytes);
+    }
+    std::memcpy(dst, src + offset, bytes);
+    return Status::ok();
   }
 
   uint64_t unread() const { return head_.load() - tail_.load(); }
+  // Published buffers the receiver has not released yet: must be 0 whenever
+  // the sender's collective has returned.
+  int publishedOutstanding() const { return publishedOut_.load(); }
   static std::atomic<int> misuse_;
 
  private:
@@ -80,8 +122,11 @@ class MemChannel final : public SendChannel, public RecvChannel {
   }
   const size_t slotBytes_;
   const int depth_;
+  const bool canPublish_;
   std::vector<size_t> sizes_;
+  std::vector<const char*> published_;  // per slot: the published buffer, or null for data
   std::vector<char> data_;
+  std::atomic<int> publishedOut_{0};
   alignas(64) std::atomic<uint64_t> head_{0};
   alignas(64) std::atomic<uint64_t> tail_{0};
   bool acquired_ = false;
@@ -92,19 +137,27 @@ std::atomic<int> MemChannel::misuse_{0};
 struct ChannelConfig {
   size_t slotBytes;
   int depth;
+  bool publish = false;         // channels can publish (single copy)
+  size_t directMin = SIZE_MAX;  // CollContext::directMinBytes()
 };
 constexpr ChannelConfig kTiny{256, 2};
 constexpr ChannelConfig kRoomy{64 * 1024, 4};
+// Single copy from just above one slot (so that a published message never
+// has a FIFO chunk's size and a mismatch shows as one).
+constexpr ChannelConfig kTinyDirect{256, 2, true, 1000};
+constexpr ChannelConfig kRoomyDirect{64 * 1024, 4, true, 100000};
 
 std::string str(ChannelConfig c) {
-  return std::to_string(c.depth) + "x" + std::to_string(c.slotBytes) + "B";
+  std::string s = std::to_string(c.depth) + "x" + std::to_string(c.slotBytes) + "B";
+  if (c.publish) s += " direct>=" + std::to_string(c.directMin) + "B";
+  return s;
 }
 
 struct World {
   World(int n, ChannelConfig cfg, std::chrono::milliseconds timeout)
       : n(n), cfg(cfg), timeout(timeout) {
     for (int i = 0; i < n * n; ++i)
-      channels.push_back(std::make_unique<MemChannel>(cfg.slotBytes, cfg.depth));
+      channels.push_back(std::make_unique<MemChannel>(cfg.slotBytes, cfg.depth, cfg.publish));
   }
   MemChannel& channel(int from, int to) { return *channels[from * n + to]; }
   int n;
@@ -143,7 +196,14 @@ class TestContext final : public CollContext {
   RecvChannel& recvFrom(int peer) override { return w_.channel(peer, rank_); }
   HealthMonitor& health() override { return health_; }
   size_t chunkBytes() const override { return w_.cfg.slotBytes; }
+  size_t directMinBytes() const override { return w_.cfg.directMin; }
   void armDeadline() { health_.arm(); }
+  // True while a peer may still read a buffer this rank published.
+  bool publishedOutstanding() const {
+    for (int p = 0; p < w_.n; ++p)
+      if (w_.channel(rank_, p).publishedOutstanding() != 0) return true;
+    return false;
+  }
 
  private:
   World& w_;
@@ -424,6 +484,10 @@ void runCases(int n, ChannelConfig cfg, const std::vector<Case>& cases) {
         failedIn[ctx.rank()] = c.name;
         return s;
       }
+      if (static_cast<TestContext&>(ctx).publishedOutstanding()) {
+        failedIn[ctx.rank()] = c.name;
+        return makeError(weftInternalError, "returned before its published buffers drained");
+      }
     }
     return Status::ok();
   });
@@ -466,7 +530,7 @@ Case allReduceCase(const char* expectAlgo, weftDataType_t dt, Op op, size_t coun
     a.count = count;
     a.dtype = dt;
     a.op = redop;
-    const Algorithm& alg = selectAlgorithm(a, ctx.nranks(), ctx.chunkBytes());
+    const Algorithm& alg = selectAlgorithm(a, ctx);
     if (expectAlgo && std::strcmp(alg.name, expectAlgo) != 0) s->wrongAlgo++;
     return alg.run(ctx, a);
   };
@@ -565,7 +629,7 @@ Case reduceScatterCase(weftDataType_t dt, Op op, size_t count, int n, ChannelCon
     a.count = count;
     a.dtype = dt;
     a.op = redop;
-    return selectAlgorithm(a, ctx.nranks(), ctx.chunkBytes()).run(ctx, a);
+    return selectAlgorithm(a, ctx).run(ctx, a);
   };
   c.verify = [=]() -> std::string {
     Bytes want(count * es + 1);
@@ -632,7 +696,7 @@ Case reduceCase(weftDataType_t dt, Op op, size_t count, int n, int root, Channel
     a.dtype = dt;
     a.op = redop;
     a.root = root;
-    return selectAlgorithm(a, ctx.nranks(), ctx.chunkBytes()).run(ctx, a);
+    return selectAlgorithm(a, ctx).run(ctx, a);
   };
   c.verify = [=]() -> std::string {
     Bytes want(count * es + 1);
@@ -696,7 +760,7 @@ std::function<Status(CollContext&)> viaSelector(std::function<void(int, CollArgs
   return [setup](CollContext& ctx) {
     CollArgs a;
     setup(ctx.rank(), a);
-    return selectAlgorithm(a, ctx.nranks(), ctx.chunkBytes()).run(ctx, a);
+    return selectAlgorithm(a, ctx).run(ctx, a);
   };
 }
 
@@ -853,7 +917,7 @@ Case scatterCase(weftDataType_t dt, size_t count, int n, int root, ChannelConfig
 using MoveCaseFn = Case (*)(weftDataType_t, size_t, int, int, ChannelConfig, bool);
 
 void moveMatrix(bool rooted, MoveCaseFn make) {
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyDirect, kRoomyDirect}) {
     for (int n : kRankCounts) {
       std::vector<Case> cases;
       for (int root : rooted ? rootsFor(n) : std::vector<int>{0}) {
@@ -870,12 +934,29 @@ void moveMatrix(bool rooted, MoveCaseFn make) {
         cases.push_back(make(weftInt8, kLargeCount / n, n, 1, cfg, true));
         cases.push_back(make(weftFloat16, 5003, n, 2, cfg, false));
       }
+      if (cfg.publish && n > 1) {
+        // Just below and above the single-copy threshold, and (a few ranks)
+        // a message read in several pieces.
+        const size_t atMin = cfg.directMin / 4;
+        for (bool inPlace : {false, true}) {
+          cases.push_back(make(weftFloat32, atMin - 1, n, n - 1, cfg, inPlace));
+          cases.push_back(make(weftFloat32, atMin + 1, n, 0, cfg, inPlace));
+          cases.push_back(make(weftInt8, cfg.directMin + 3, n, n / 2, cfg, inPlace));
+        }
+        if (n <= 3 && cfg.slotBytes == kRoomyDirect.slotBytes) {
+          cases.push_back(make(weftFloat32, (9 << 20) / 4 + 5, n, n - 1, cfg, n == 2));
+        }
+      }
       runCases(n, cfg, cases);
     }
   }
 }
 
 TEST(AlgorithmsTest, Broadcast) {
+  moveMatrix(true, broadcastCase);
+}
+TEST(AlgorithmsTest, BroadcastDirect) {
+  ScopedAlgoEnv scoped("broadcast:direct");  // where the channels publish
   moveMatrix(true, broadcastCase);
 }
 TEST(AlgorithmsTest, AllGather) {
@@ -894,21 +975,25 @@ TEST(AlgorithmsTest, Scatter) {
 // Every kind of collective, interleaved on one world with tiny slots: ranks
 // run ahead into the next collective while peers finish the previous one.
 TEST(AlgorithmsTest, MixedSequence) {
-  for (int n : {3, 4}) {
-    std::vector<Case> cases;
-    for (size_t count : {size_t{1}, size_t{300}, size_t{1023}}) {
-      for (int root : rootsFor(n)) {
-        cases.push_back(allReduceCase(nullptr, weftFloat32, Op::Sum, count, n, kTiny, false));
-        cases.push_back(broadcastCase(weftInt8, count, n, root, kTiny, false));
-        cases.push_back(reduceCase(weftInt32, Op::Max, count, n, root, kTiny, true));
-        cases.push_back(allGatherCase(weftFloat16, count, n, root, kTiny, true));
-        cases.push_back(reduceScatterCase(weftFloat64, Op::Avg, count, n, kTiny, false));
-        cases.push_back(allToAllCase(weftFloat32, count, n, root, kTiny, false));
-        cases.push_back(gatherCase(weftFloat32, count, n, root, kTiny, false));
-        cases.push_back(scatterCase(weftFloat32, count, n, root, kTiny, true));
+  for (ChannelConfig cfg : {kTiny, kTinyDirect}) {
+    for (int n : {3, 4}) {
+      std::vector<Case> cases;
+      for (size_t count : {size_t{1}, size_t{300}, size_t{1023}}) {
+        for (int root : rootsFor(n)) {
+          cases.push_back(allReduceCase(nullptr, weftFloat32, Op::Sum, count, n, cfg, false));
+          cases.push_back(broadcastCase(weftInt8, count, n, root, cfg, false));
+          cases.push_back(reduceCase(weftInt32, Op::Max, count, n, root, cfg, true));
+          cases.push_back(allGatherCase(weftFloat16, count, n, root, cfg, true));
+          cases.push_back(reduceScatterCase(weftFloat64, Op::Avg, count, n, cfg, false));
+          cases.push_back(allToAllCase(weftFloat32, count, n, root, cfg, false));
+          cases.push_back(gatherCase(weftFloat32, count, n, root, cfg, false));
+          cases.push_back(scatterCase(weftFloat32, count, n, root, cfg, true));
+          cases.push_back(allToAllCase(weftFloat16, count, n, root, cfg, true));
+          cases.push_back(broadcastCase(weftFloat32, count, n, root, cfg, true));
+        }
       }
+      runCases(n, cfg, cases);
     }
-    runCases(n, kTiny, cases);
   }
 }
 
@@ -970,7 +1055,7 @@ void checkP2P(int n, ChannelConfig cfg, const std::vector<size_t>& msgs,
 
 TEST(AlgorithmsTest, P2PRing) {
   const std::vector<size_t> msgs = {0, 1, 256, 257, 1000, 0, 70000, 3};
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyDirect}) {
     for (int n : kRankCounts) {
       checkP2P(
           n, cfg, msgs, [](int r, int n) { return std::vector<int>{(r + 1) % n}; },
@@ -1018,7 +1103,7 @@ TEST(AlgorithmsTest, SizeMismatchIsInvalidUsage) {
           CollArgs a;
           a.send = a.recv = buf[ctx.rank()].data();
           a.count = ctx.rank() == 0 ? 1024 : 2048;
-          return selectAlgorithm(a, ctx.nranks(), ctx.chunkBytes()).run(ctx, a);
+          return selectAlgorithm(a, ctx).run(ctx, a);
         },
         std::chrono::seconds(20), false);
     bool sawUsage = false;
@@ -1030,6 +1115,44 @@ TEST(AlgorithmsTest, SizeMismatchIsInvalidUsage) {
       }
     }
     EXPECT_TRUE(sawUsage) << algo << ": " << firstError(st);
+  }
+}
+
+// A single-copy receiver that gets another size, or FIFO data from a peer
+// that chose a FIFO algorithm for its (different) count, fails with the
+// mismatch error instead of misreading; so does a FIFO receiver that gets a
+// published reference.
+TEST(AlgorithmsTest, SingleCopySizeMismatchIsInvalidUsage) {
+  ScopedAlgoEnv scoped("broadcast:direct");
+  for (CollKind kind : {CollKind::AllGather, CollKind::AllToAll, CollKind::Broadcast}) {
+    for (size_t other : {size_t{40000}, size_t{100}}) {
+      std::vector<float> send[2], recv[2];
+      for (int r = 0; r < 2; ++r) {
+        send[r].assign(2 * 40000, 1);
+        recv[r].assign(2 * 40000, 0);
+      }
+      auto st = runWorld(
+          2, kRoomyDirect,
+          [&](CollContext& ctx) {
+            const int r = ctx.rank();
+            CollArgs a;
+            a.kind = kind;
+            a.send = send[r].data();
+            a.recv = recv[r].data();
+            a.count = r == 0 ? 30000 : other;
+            return selectAlgorithm(a, ctx).run(ctx, a);
+          },
+          std::chrono::seconds(20), false);
+      bool sawUsage = false;
+      for (const Status& s : st) {
+        EXPECT_FALSE(s.isOk());
+        if (s.code() == weftInvalidUsage) {
+          sawUsage = true;
+          EXPECT_NE(s.message().find("were expected"), std::string::npos) << s.message();
+        }
+      }
+      EXPECT_TRUE(sawUsage) << collName(kind) << " other=" << other << ": " << firstError(st);
+    }
   }
 }
 
@@ -1077,6 +1200,53 @@ TEST(AlgorithmsTest, SelectDefaults) {
   for (const Algorithm& a : allAlgorithms()) {
     EXPECT_TRUE(a.name && *a.name && a.description && *a.description && a.cost && *a.cost);
     EXPECT_NE(a.run, nullptr);
+  }
+}
+
+const char* pickWith(ChannelConfig cfg, CollKind kind, size_t count, int n = 4) {
+  World w(n, cfg, std::chrono::seconds(1));
+  TestContext ctx(w, n - 1);
+  CollArgs a;
+  a.kind = kind;
+  a.count = count;
+  a.dtype = weftFloat32;
+  return selectAlgorithm(a, ctx).name;
+}
+
+TEST(AlgorithmsTest, SelectSingleCopy) {
+  {
+    ScopedAlgoEnv scoped(nullptr);
+    // kRoomyDirect: single copy from 100000 bytes (25000 floats) per peer.
+    for (int n : {2, 4}) {
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllGather, 24999, n), "ring");
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllGather, 25000, n), "direct");
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllToAll, 24999, n), "pairwise");
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllToAll, 25000, n), "direct");
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::Broadcast, 24999, n), "chain");
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::Broadcast, 25000, n), "chain");  // asked only
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllReduce, 1 << 20, n), "ring");
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::Reduce, 1 << 20, n), "chain");
+      EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::ReduceScatter, 1 << 20, n), "ring");
+    }
+    EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllGather, 1 << 20, 1), "ring");
+    EXPECT_STREQ(pickWith(kRoomy, CollKind::AllGather, 1 << 20), "ring");  // cannot publish
+    EXPECT_STREQ(pickWith(kRoomy, CollKind::AllToAll, 1 << 20), "pairwise");
+    EXPECT_STREQ(pickWith(kRoomy, CollKind::Broadcast, 1 << 20), "chain");
+    EXPECT_STREQ(pick(CollKind::AllGather, 1 << 20), "ring");  // the overload without context
+  }
+  {
+    ScopedAlgoEnv scoped("^direct");
+    EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllGather, 1 << 20), "ring");
+    EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllToAll, 1 << 20), "pairwise");
+    EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::Broadcast, 1 << 20), "chain");
+  }
+  {
+    ScopedAlgoEnv scoped("allgather:direct;broadcast:direct");
+    EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllGather, 1), "direct");  // forced
+    EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::Broadcast, 1), "direct");
+    EXPECT_STREQ(pickWith(kRoomyDirect, CollKind::AllGather, 1, 1), "direct");
+    EXPECT_STREQ(pickWith(kRoomy, CollKind::AllGather, 1), "ring");  // cannot publish
+    EXPECT_STREQ(pick(CollKind::Broadcast, 1), "chain");
   }
 }
 

@@ -24,16 +24,23 @@ std::span<const Algorithm> allAlgorithms();
 // The algorithm for this call. WEFT_ALGO (NCCL syntax: "ring", "^direct",
 // "allreduce:direct;broadcast:chain") restricts the choice; within what is
 // allowed a size rule picks: latency-bound calls take the one-hop direct
-// algorithms, the rest the pipelined ring/chain.
+// algorithms, the rest the pipelined ring/chain, and messages of at least
+// ctx.directMinBytes() per peer the single-copy algorithms where the channels
+// can publish (SendChannel::canPublish).
+const Algorithm& selectAlgorithm(const CollArgs& args, CollContext& ctx);
+// The same choice for channels that cannot publish (no single copy).
 const Algorithm& selectAlgorithm(const CollArgs& args, int nranks, size_t chunkBytes);
 
 Status ringAllReduce(CollContext& ctx, const CollArgs& args);
 Status directAllReduce(CollContext& ctx, const CollArgs& args);
 Status ringReduceScatter(CollContext& ctx, const CollArgs& args);
 Status ringAllGather(CollContext& ctx, const CollArgs& args);
+Status directAllGather(CollContext& ctx, const CollArgs& args);
 Status chainBroadcast(CollContext& ctx, const CollArgs& args);
+Status directBroadcast(CollContext& ctx, const CollArgs& args);
 Status chainReduce(CollContext& ctx, const CollArgs& args);
 Status pairwiseAllToAll(CollContext& ctx, const CollArgs& args);
+Status directAllToAll(CollContext& ctx, const CollArgs& args);
 Status directGather(CollContext& ctx, const CollArgs& args);
 Status directScatter(CollContext& ctx, const CollArgs& args);
 

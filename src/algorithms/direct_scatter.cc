@@ -3,14 +3,21 @@
 // so a slow peer does not hold up the others. The root copies its own block
 // unless in place (recv == send + root*count).
 //
+// Blocks of at least directMinBytes() go by single copy where the channels
+// can publish: the root publishes block p to peer p in one slot and is done
+// once every peer has released it; each peer copies its block straight from
+// the root's memory, a few MiB per pass. A non-root takes either form.
+//
 // Cost, n ranks, N = count bytes per rank: 1 step; the root sends (n-1) * N
-// bytes, each non-root receives N bytes.
+// bytes, each non-root receives N bytes (copied once by single copy, twice
+// through the FIFO).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/detail.h"
+#include "algorithms/direct.h"
 #include "base/dtype.h"
 #include "kernels/reduce.h"
 
@@ -26,6 +33,26 @@ Status directScatter(CollContext& ctx, const CollArgs& a) {
 
   if (r != a.root) {
     RecvChannel& ch = ctx.recvFrom(a.root);
+    if (bytes == 0) return Status::ok();
+    // The first slot says which form the root chose.
+    size_t have = 0;
+    while (!ch.tryPeek(&have)) WEFT_RETURN_IF_ERROR(progress.idle());
+    if (ch.peekedPublished()) {
+      algo::PublishedRead rd;
+      rd.dst = out;
+      rd.bytes = bytes;
+      const size_t piece = algo::directPieceBytes(ctx);
+      while (!rd.finished) {
+        bool moved = false;
+        WEFT_RETURN_IF_ERROR(algo::stepPublishedRead(ch, rd, piece, &moved));
+        if (moved) {
+          progress.made();
+        } else {
+          WEFT_RETURN_IF_ERROR(progress.idle());
+        }
+      }
+      return Status::ok();
+    }
     for (size_t off = 0; off < bytes; off += chunk) {
       const size_t c = std::min(chunk, bytes - off);
       const void* data;
@@ -42,13 +69,25 @@ Status directScatter(CollContext& ctx, const CollArgs& a) {
   if (own != out) kernels::copy(out, own, bytes);
 
   thread_local std::vector<size_t> sent;
+  thread_local std::vector<algo::PublishedSend> sends;
   sent.assign(n, 0);
+  sends.assign(n, {});
+  const bool single = bytes >= ctx.directMinBytes();
   int pending = n - 1;
   while (pending > 0) {
     bool moved = false;
     for (int s = 1; s < n; ++s) {
       const int p = algo::mod(r + s, n);
       SendChannel& ch = ctx.sendTo(p);
+      if (single && ch.canPublish()) {
+        algo::PublishedSend& ps = sends[p];
+        if (ps.finished) continue;
+        ps.src = in + static_cast<size_t>(p) * bytes;
+        ps.bytes = bytes;
+        algo::stepPublishedSend(ch, ps, &moved);
+        if (ps.finished) --pending;
+        continue;
+      }
       while (sent[p] < bytes) {
         void* slot = ch.tryAcquire();
         if (!slot) break;

@@ -7,9 +7,11 @@
 // overrides a plain one for that collective. Where a setting leaves nothing
 // that can run, the default rule applies. The variable is parsed once;
 // resetAlgorithmSelectionForTesting() makes the next call parse it again.
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -53,6 +55,19 @@ constexpr Algorithm kAlgorithms[] = {
      "1 step; the root receives (n-1)*N, others send N", directGather},
     {CollKind::Scatter, "direct", "the root sends each rank its block, round-robin",
      "1 step; the root sends (n-1)*N, others receive N", directScatter},
+    // Single copy: chosen for messages of at least directMinBytes() per peer
+    // where the channels can publish.
+    {CollKind::AllGather, "direct",
+     "single copy: every rank reads each peer's block straight from its memory",
+     "1 step; copies (n-1)/n*N once from the peers' buffers (N = whole output)", directAllGather},
+    {CollKind::AllToAll, "direct",
+     "single copy: every rank reads its block straight from each peer's memory",
+     "1 step; copies (n-1)/n*N once from the peers' buffers (N = whole buffer), +N local in "
+     "place",
+     directAllToAll},
+    {CollKind::Broadcast, "direct",
+     "single copy: every non-root reads the message straight from the root's memory",
+     "1 step; each non-root copies N once from the root's buffer", directBroadcast},
     {CollKind::Send, "p2p", "a lone send: one-message batch", "ceil(N/chunk) slots; sends N",
      singleSend},
     {CollKind::Recv, "p2p", "a lone receive: one-message batch", "ceil(N/chunk) slots; receives N",
@@ -172,12 +187,29 @@ std::span<const Algorithm> allAlgorithms() {
   return kAlgorithms;
 }
 
-const Algorithm& selectAlgorithm(const CollArgs& args, int nranks, size_t chunkBytes) {
+namespace {
+
+// The choice; canPublish says whether the channels can carry single-copy
+// messages, directMin is the per-peer message size from which they should.
+const Algorithm& select(const CollArgs& args, int nranks, size_t chunkBytes, bool canPublish,
+                        size_t directMin) {
   static const int kRing = indexOf(CollKind::AllReduce, "ring");
   static const int kDirect = indexOf(CollKind::AllReduce, "direct");
+  static const int kSingleCopy[] = {indexOf(CollKind::AllGather, "direct"),
+                                    indexOf(CollKind::AllToAll, "direct"),
+                                    indexOf(CollKind::Broadcast, "direct")};
   const size_t bytes = args.count * dtypeSize(args.dtype);
   const bool fitsOneSlot = bytes <= chunkBytes;
-  auto runnable = [&](int i) { return i != kDirect || fitsOneSlot; };
+  // Single copy needs peers whose channels publish; one rank needs nothing.
+  const bool singleCopyRuns = canPublish || nranks == 1;
+  auto isSingleCopy = [&](int i) {
+    return std::find(std::begin(kSingleCopy), std::end(kSingleCopy), i) != std::end(kSingleCopy);
+  };
+  auto runnable = [&](int i) {
+    if (i == kDirect) return fitsOneSlot;
+    if (isSingleCopy(i)) return singleCopyRuns;
+    return true;
+  };
 
   int fallback = -1;
   if (args.kind == CollKind::AllReduce) {
@@ -185,8 +217,17 @@ const Algorithm& selectAlgorithm(const CollArgs& args, int nranks, size_t chunkB
         fitsOneSlot && bytes * static_cast<size_t>(nranks) <= kDirectMaxTotalBytes;
     fallback = latencyBound ? kDirect : kRing;
   } else {
+    // The first entry of the kind, or its single-copy one for large messages
+    // (the per-peer message is `bytes` for every kind that has one).
+    const bool singleCopy = canPublish && nranks > 1 && bytes > 0 && bytes >= directMin;
     for (int i = 0; i < kNumAlgorithms && fallback < 0; ++i) {
-      if (kAlgorithms[i].kind == args.kind) fallback = i;
+      if (kAlgorithms[i].kind == args.kind && !isSingleCopy(i)) fallback = i;
+    }
+    // Broadcast only when asked for (WEFT_ALGO): on 2 ranks its single
+    // reader loses to the chain, where root and receiver copy in parallel.
+    for (int i : kSingleCopy) {
+      if (singleCopy && kAlgorithms[i].kind == args.kind && args.kind != CollKind::Broadcast)
+        fallback = i;
     }
   }
   const uint32_t allowed = selection().allowed[static_cast<int>(args.kind)];
@@ -195,6 +236,18 @@ const Algorithm& selectAlgorithm(const CollArgs& args, int nranks, size_t chunkB
     if ((allowed & (1u << i)) && runnable(i)) return kAlgorithms[i];
   }
   return kAlgorithms[fallback];
+}
+
+}  // namespace
+
+const Algorithm& selectAlgorithm(const CollArgs& args, CollContext& ctx) {
+  const int n = ctx.nranks();
+  const bool canPublish = n > 1 && ctx.sendTo((ctx.rank() + 1) % n).canPublish();
+  return select(args, n, ctx.chunkBytes(), canPublish, ctx.directMinBytes());
+}
+
+const Algorithm& selectAlgorithm(const CollArgs& args, int nranks, size_t chunkBytes) {
+  return select(args, nranks, chunkBytes, false, SIZE_MAX);
 }
 
 }  // namespace weft

@@ -61,7 +61,7 @@ Status runColl(weftComm* comm, CollCall& call) {
   CollArgs& args = call.args;
   if (isReducing(args.kind))
     WEFT_RETURN_IF_ERROR(resolveOp(comm, call.rawOp, args.dtype, &args.op));
-  const Algorithm& alg = selectAlgorithm(args, comm->nranks, comm->shm->slotBytes());
+  const Algorithm& alg = selectAlgorithm(args, comm->context);
   ++comm->collSeq;
   WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s",
             static_cast<unsigned long long>(comm->collSeq), collName(args.kind), args.count,
