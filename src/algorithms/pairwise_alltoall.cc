@@ -47,7 +47,7 @@ Status exchange(CollContext& ctx, Progress& progress, int to, const char* src, i
       const void* data = rx.tryPeek(&have);
       if (!data) break;
       const size_t c = std::min(chunk, bytes - got);
-      if (have != c) return algo::sizeMismatch(have, c);
+      if (have != c || rx.peekedPublished()) return algo::sizeMismatch(have, c);
       kernels::copyOut(dst + got, data, c, bytes * ctx.nranks());
       rx.release();
       got += c;

@@ -80,7 +80,10 @@ Status peekSlot(RecvChannel& ch, Progress& progress, size_t expectBytes, const v
     size_t bytes = 0;
     if (const void* d = ch.tryPeek(&bytes)) {
       progress.made();
-      if (bytes != expectBytes) return algo::sizeMismatch(bytes, expectBytes);
+      // A published slot where data was expected: the peer runs another
+      // collective (or another size) than this rank.
+      if (bytes != expectBytes || ch.peekedPublished())
+        return algo::sizeMismatch(bytes, expectBytes);
       *data = d;
       return Status::ok();
     }

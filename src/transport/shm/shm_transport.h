@@ -64,10 +64,10 @@ class ShmRecvChannel final : public RecvChannel {
 };
 
 struct ShmOptions {
-  uint32_t slots = 4;               // WEFT_SHM_SLOTS
-  size_t slotBytes = 256 << 10;     // WEFT_SHM_SLOT_BYTES
-  bool direct = true;               // WEFT_SHM_DIRECT: single copy by cross-memory attach
-  size_t directMinBytes = 1 << 20;  // WEFT_SHM_DIRECT_MIN: smaller messages use the FIFOs
+  uint32_t slots = 4;                // WEFT_SHM_SLOTS
+  size_t slotBytes = 256 << 10;      // WEFT_SHM_SLOT_BYTES
+  bool direct = true;                // WEFT_SHM_DIRECT: single copy by cross-memory attach
+  size_t directMinBytes = 64 << 10;  // WEFT_SHM_DIRECT_MIN: smaller messages use the FIFOs
   static ShmOptions fromEnv();
 };
 
