@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include "algorithms/coll.h"
 #include "algorithms/detail.h"
@@ -76,6 +77,41 @@ inline void stepPublishedSend(SendChannel& ch, PublishedSend& s, bool* moved) {
     s.finished = true;
     *moved = true;
   }
+}
+
+// Publishes sends[p] to and reads reads[p] from every peer p (the entries of
+// this rank are ignored) in one polling loop, until every block has arrived
+// and every peer has released this rank's buffers. Peers are visited in
+// rank order starting after this rank, so the ranks do not all read from the
+// same peer at once.
+inline Status exchangePublished(CollContext& ctx, std::vector<PublishedSend>& sends,
+                                std::vector<PublishedRead>& reads) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  const size_t piece = directPieceBytes(ctx);
+  Progress progress(ctx.health());
+  int pending = 2 * (n - 1);
+  while (pending > 0) {
+    bool moved = false;
+    for (int s = 1; s < n; ++s) {
+      const int p = mod(r + s, n);
+      if (!sends[p].finished) {
+        stepPublishedSend(ctx.sendTo(p), sends[p], &moved);
+        if (sends[p].finished) --pending;
+      }
+      const int q = mod(r - s, n);
+      if (!reads[q].finished) {
+        WEFT_RETURN_IF_ERROR(stepPublishedRead(ctx.recvFrom(q), reads[q], piece, &moved));
+        if (reads[q].finished) --pending;
+      }
+    }
+    if (moved) {
+      progress.made();
+    } else {
+      WEFT_RETURN_IF_ERROR(progress.idle());
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace weft::algo

@@ -55,30 +55,7 @@ Status directAllToAll(CollContext& ctx, const CollArgs& a) {
     reads[p].dst = out + static_cast<size_t>(p) * bytes;
     reads[p].bytes = bytes;
   }
-  const size_t piece = algo::directPieceBytes(ctx);
-  Progress progress(ctx.health());
-  int pending = 2 * (n - 1);
-  while (pending > 0) {
-    bool moved = false;
-    for (int s = 1; s < n; ++s) {
-      const int p = algo::mod(r + s, n);
-      if (!sends[p].finished) {
-        algo::stepPublishedSend(ctx.sendTo(p), sends[p], &moved);
-        if (sends[p].finished) --pending;
-      }
-      const int q = algo::mod(r - s, n);
-      if (!reads[q].finished) {
-        WEFT_RETURN_IF_ERROR(algo::stepPublishedRead(ctx.recvFrom(q), reads[q], piece, &moved));
-        if (reads[q].finished) --pending;
-      }
-    }
-    if (moved) {
-      progress.made();
-    } else {
-      WEFT_RETURN_IF_ERROR(progress.idle());
-    }
-  }
-  return Status::ok();
+  return algo::exchangePublished(ctx, sends, reads);
 }
 
 }  // namespace weft
