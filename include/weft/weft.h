@@ -97,16 +97,16 @@ typedef struct weftConfig_v1 {
   size_t size;
   unsigned int magic;
   unsigned int version;
-  int blocking;       /* 1 (default): init returns when ready; 0: weftInProgress */
-  int timeoutMs;      /* per-collective timeout; <= 0 means none (WEFT_TIMEOUT_MS) */
-  int splitShare;     /* accepted for NCCL compatibility; resources are not shared */
+  int blocking;   /* 1 (default): init returns when ready; 0: weftInProgress */
+  int timeoutMs;  /* per-collective timeout; <= 0 means none (WEFT_TIMEOUT_MS) */
+  int splitShare; /* accepted for NCCL compatibility; resources are not shared */
   const char* commName;
 } weftConfig_t;
 
-#define WEFT_CONFIG_INITIALIZER                                                     \
-  {                                                                                 \
-    sizeof(weftConfig_t), WEFT_CONFIG_MAGIC, WEFT_VERSION, WEFT_CONFIG_UNDEF_INT,   \
-        WEFT_CONFIG_UNDEF_INT, WEFT_CONFIG_UNDEF_INT, WEFT_CONFIG_UNDEF_PTR         \
+#define WEFT_CONFIG_INITIALIZER                                                   \
+  {                                                                               \
+    sizeof(weftConfig_t), WEFT_CONFIG_MAGIC, WEFT_VERSION, WEFT_CONFIG_UNDEF_INT, \
+        WEFT_CONFIG_UNDEF_INT, WEFT_CONFIG_UNDEF_INT, WEFT_CONFIG_UNDEF_PTR       \
   }
 
 #define WEFT_SPLIT_NOCOLOR (-1)
@@ -155,11 +155,9 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                            weftStream_t stream);
 weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           weftDataType_t datatype, int root, weftComm_t comm,
-                           weftStream_t stream);
-weftResult_t weftReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        weftDataType_t datatype, weftRedOp_t op, int root, weftComm_t comm,
-                        weftStream_t stream);
+                           weftDataType_t datatype, int root, weftComm_t comm, weftStream_t stream);
+weftResult_t weftReduce(const void* sendbuff, void* recvbuff, size_t count, weftDataType_t datatype,
+                        weftRedOp_t op, int root, weftComm_t comm, weftStream_t stream);
 /* recvbuff holds nranks*sendcount elements; in place when
  * sendbuff == recvbuff + rank*sendcount. */
 weftResult_t weftAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -173,8 +171,8 @@ weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 weftResult_t weftAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                           weftDataType_t datatype, weftComm_t comm, weftStream_t stream);
 /* The root's recvbuff holds nranks*count elements. */
-weftResult_t weftGather(const void* sendbuff, void* recvbuff, size_t count,
-                        weftDataType_t datatype, int root, weftComm_t comm, weftStream_t stream);
+weftResult_t weftGather(const void* sendbuff, void* recvbuff, size_t count, weftDataType_t datatype,
+                        int root, weftComm_t comm, weftStream_t stream);
 /* The root's sendbuff holds nranks*count elements. */
 weftResult_t weftScatter(const void* sendbuff, void* recvbuff, size_t count,
                          weftDataType_t datatype, int root, weftComm_t comm, weftStream_t stream);

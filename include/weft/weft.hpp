@@ -29,15 +29,24 @@ class Error : public std::runtime_error {
 
 template <class T>
 constexpr weftDataType_t dtypeOf() {
-  if constexpr (std::is_same_v<T, int8_t>) return weftInt8;
-  else if constexpr (std::is_same_v<T, uint8_t>) return weftUint8;
-  else if constexpr (std::is_same_v<T, int32_t>) return weftInt32;
-  else if constexpr (std::is_same_v<T, uint32_t>) return weftUint32;
-  else if constexpr (std::is_same_v<T, int64_t>) return weftInt64;
-  else if constexpr (std::is_same_v<T, uint64_t>) return weftUint64;
-  else if constexpr (std::is_same_v<T, float>) return weftFloat32;
-  else if constexpr (std::is_same_v<T, double>) return weftFloat64;
-  else static_assert(sizeof(T) == 0, "no weft dtype for this type; use the void* overloads");
+  if constexpr (std::is_same_v<T, int8_t>)
+    return weftInt8;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return weftUint8;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return weftInt32;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return weftUint32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return weftInt64;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return weftUint64;
+  else if constexpr (std::is_same_v<T, float>)
+    return weftFloat32;
+  else if constexpr (std::is_same_v<T, double>)
+    return weftFloat64;
+  else
+    static_assert(sizeof(T) == 0, "no weft dtype for this type; use the void* overloads");
 }
 
 struct WorkState;  // internal

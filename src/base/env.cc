@@ -22,7 +22,9 @@ const char* lookup(const char* name) {
 }
 }  // namespace
 
-void enableNcclEnvAliases() { ncclAliases.store(true); }
+void enableNcclEnvAliases() {
+  ncclAliases.store(true);
+}
 
 std::optional<std::string> envString(const char* name) {
   const char* v = lookup(name);
@@ -52,12 +54,30 @@ std::optional<uint64_t> parseBytes(const std::string& text) {
   if (errno != 0 || end == text.c_str() || text[0] == '-') return std::nullopt;
   uint64_t mult = 1;
   switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mult = 1ull << 10; ++end; break;
-    case 'm': case 'M': mult = 1ull << 20; ++end; break;
-    case 'g': case 'G': mult = 1ull << 30; ++end; break;
-    case 't': case 'T': mult = 1ull << 40; ++end; break;
-    default: return std::nullopt;
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      mult = 1ull << 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      mult = 1ull << 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      mult = 1ull << 30;
+      ++end;
+      break;
+    case 't':
+    case 'T':
+      mult = 1ull << 40;
+      ++end;
+      break;
+    default:
+      return std::nullopt;
   }
   if (*end == 'B' || *end == 'b') ++end;
   if (*end != '\0') return std::nullopt;

@@ -26,9 +26,9 @@ uint32_t parseSubsys(const std::string& spec) {
   static const struct {
     const char* name;
     uint32_t bit;
-  } kNames[] = {{"INIT", kLogInit}, {"COLL", kLogColl},   {"P2P", kLogP2P},
-                {"SHM", kLogShm},   {"BOOTSTRAP", kLogBootstrap}, {"ENV", kLogEnv},
-                {"TUNING", kLogTuning}, {"ALL", kLogAll}};
+  } kNames[] = {
+      {"INIT", kLogInit},           {"COLL", kLogColl}, {"P2P", kLogP2P},       {"SHM", kLogShm},
+      {"BOOTSTRAP", kLogBootstrap}, {"ENV", kLogEnv},   {"TUNING", kLogTuning}, {"ALL", kLogAll}};
   bool exclude = !spec.empty() && spec[0] == '^';
   uint32_t mask = 0;
   size_t pos = exclude ? 1 : 0;
@@ -48,10 +48,14 @@ std::string expandFileName(const std::string& pattern, const char* host) {
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
       const char c = pattern[++i];
-      if (c == 'h') out += host;
-      else if (c == 'p') out += std::to_string(getpid());
-      else if (c == '%') out += '%';
-      else (out += '%') += c;
+      if (c == 'h')
+        out += host;
+      else if (c == 'p')
+        out += std::to_string(getpid());
+      else if (c == '%')
+        out += '%';
+      else
+        (out += '%') += c;
     } else {
       out += pattern[i];
     }
@@ -64,9 +68,12 @@ LogConfig& config() {
     LogConfig c;
     gethostname(c.host, sizeof c.host - 1);
     if (auto level = envString("DEBUG")) {
-      if (strcasecmp(level->c_str(), "WARN") == 0) c.level = LogLevel::Warn;
-      else if (strcasecmp(level->c_str(), "INFO") == 0) c.level = LogLevel::Info;
-      else if (strcasecmp(level->c_str(), "TRACE") == 0) c.level = LogLevel::Trace;
+      if (strcasecmp(level->c_str(), "WARN") == 0)
+        c.level = LogLevel::Warn;
+      else if (strcasecmp(level->c_str(), "INFO") == 0)
+        c.level = LogLevel::Info;
+      else if (strcasecmp(level->c_str(), "TRACE") == 0)
+        c.level = LogLevel::Trace;
     }
     if (auto subsys = envString("DEBUG_SUBSYS")) c.subsys = parseSubsys(*subsys);
     if (auto file = envString("DEBUG_FILE")) {
@@ -85,7 +92,9 @@ std::mutex logMutex;
 
 }  // namespace
 
-void setLogRank(int rank) { logRank.store(rank, std::memory_order_relaxed); }
+void setLogRank(int rank) {
+  logRank.store(rank, std::memory_order_relaxed);
+}
 
 bool logEnabled(LogLevel level, uint32_t subsys) {
   const LogConfig& c = config();

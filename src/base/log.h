@@ -29,8 +29,8 @@ void setLogRank(int rank);
 
 }  // namespace weft
 
-#define WEFT_LOG(level, subsys, ...)                                                      \
-  do {                                                                                    \
+#define WEFT_LOG(level, subsys, ...)                                                       \
+  do {                                                                                     \
     if (::weft::logEnabled(level, subsys)) ::weft::logMessage(level, subsys, __VA_ARGS__); \
   } while (0)
 #define WEFT_WARN(subsys, ...) WEFT_LOG(::weft::LogLevel::Warn, subsys, __VA_ARGS__)

@@ -30,8 +30,8 @@ Status makeError(weftResult_t code, const char* fmt, ...) __attribute__((format(
 
 }  // namespace weft
 
-#define WEFT_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::weft::Status weft_status_ = (expr);   \
+#define WEFT_RETURN_IF_ERROR(expr)                 \
+  do {                                             \
+    ::weft::Status weft_status_ = (expr);          \
     if (!weft_status_.isOk()) return weft_status_; \
   } while (0)

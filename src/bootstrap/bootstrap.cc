@@ -113,7 +113,9 @@ void serveRoot(net::Socket listener, uint64_t secret) {
 
 }  // namespace
 
-int64_t bootstrapTimeoutMs() { return envInt("BOOTSTRAP_TIMEOUT_MS", 120000); }
+int64_t bootstrapTimeoutMs() {
+  return envInt("BOOTSTRAP_TIMEOUT_MS", 120000);
+}
 
 uint64_t randomU64() {
   uint64_t v = 0;
@@ -234,8 +236,8 @@ Status Bootstrap::create(const net::SockAddr& root, uint64_t secret, int rank, i
 Status Bootstrap::connectStar(const net::Socket& listener) {
   const auto deadline = deadlineIn(bootstrapTimeoutMs());
   if (rank_ != 0) {
-    WEFT_RETURN_IF_ERROR(net::connectWithRetry(toSockAddr(peers_[0].addr, peers_[0].addrLen),
-                                               deadline, &toRoot_));
+    WEFT_RETURN_IF_ERROR(
+        net::connectWithRetry(toSockAddr(peers_[0].addr, peers_[0].addrLen), deadline, &toRoot_));
     StarHello hello{kStarMagic, secret_, rank_, 0};
     return net::sendAll(toRoot_, &hello, sizeof hello, deadline);
   }

@@ -97,8 +97,7 @@ Status parseHostPort(const std::string& text, SockAddr* out) {
 SockAddr defaultLocalAddress() {
   SockAddr addr;
   if (auto configured = envString("BOOTSTRAP_ADDR")) {
-    if (parseHostPort(*configured + (configured->find(':') == std::string::npos ? ":0" : ""),
-                      &addr)
+    if (parseHostPort(*configured + (configured->find(':') == std::string::npos ? ":0" : ""), &addr)
             .isOk())
       return addr;
   }
@@ -131,7 +130,9 @@ Socket& Socket::operator=(Socket&& o) noexcept {
   return *this;
 }
 
-Socket::~Socket() { close(); }
+Socket::~Socket() {
+  close();
+}
 
 void Socket::close() {
   if (fd_ >= 0) ::close(fd_);
@@ -147,8 +148,7 @@ Status listenOn(const SockAddr& addr, Socket* out, SockAddr* bound) {
     return makeError(weftSystemError, "cannot listen on %s: %s", addr.toString().c_str(),
                      strerror(errno));
   if (::listen(s.fd(), 1024) != 0)
-    return makeError(weftSystemError, "listen on %s: %s", addr.toString().c_str(),
-                     strerror(errno));
+    return makeError(weftSystemError, "listen on %s: %s", addr.toString().c_str(), strerror(errno));
   if (bound != nullptr) {
     bound->len = sizeof bound->storage;
     getsockname(s.fd(), reinterpret_cast<sockaddr*>(&bound->storage), &bound->len);
