@@ -66,9 +66,9 @@ size_t fifoOffset(int owner, int peer, const ShmOptions& o) {
   return kPage + static_cast<size_t>(index) * fifoBytes(o);
 }
 
-std::string segmentName(uint64_t secret, int rank) {
+std::string segmentName(uint64_t commTag, int rank) {
   char name[64];
-  std::snprintf(name, sizeof name, "/weft-%016" PRIx64 "-%d", secret, rank);
+  std::snprintf(name, sizeof name, "/weft-%016" PRIx64 "-%d", commTag, rank);
   return name;
 }
 
@@ -204,9 +204,16 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
   if (options.slotBytes > (SIZE_MAX / 2) / options.slots / std::max(nranks, 1))
     return makeError(weftInvalidArgument, "WEFT_SHM_SLOT_BYTES x WEFT_SHM_SLOTS is too large");
 
+  // Segment names must be unique to this communicator: two jobs can share a
+  // secret (one derived from the same WEFT_ADDR) and a host. Rank 0 draws a
+  // random name for all.
+  std::vector<uint64_t> draws(nranks);
+  draws[rank] = rank == 0 ? randomU64() : 0;
+  WEFT_RETURN_IF_ERROR(bootstrap.allGather(draws.data(), sizeof(uint64_t)));
+  const uint64_t commTag = draws[0];
+
   // Step 1: every rank makes the segment for its incoming FIFOs.
-  Status made =
-      ShmSegment::create(segmentName(bootstrap.secret(), rank), bytes, &t->segments_[rank]);
+  Status made = ShmSegment::create(segmentName(commTag, rank), bytes, &t->segments_[rank]);
   if (made.isOk()) {
     auto* header = new (t->segments_[rank].data()) SegmentHeader();
     header->magic = kSegmentMagic;
@@ -222,7 +229,7 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
   Status opened;
   for (int peer = 0; peer < nranks && opened.isOk(); ++peer) {
     if (peer == rank) continue;
-    opened = ShmSegment::open(segmentName(bootstrap.secret(), peer), &t->segments_[peer]);
+    opened = ShmSegment::open(segmentName(commTag, peer), &t->segments_[peer]);
     if (opened.isOk() && t->segments_[peer].size() != bytes)
       opened = makeError(weftInvalidUsage,
                          "rank %d's shared-memory segment has another size: do all ranks use the "
