@@ -11,6 +11,7 @@ packages=(
   googletest libgtest-dev libgmock-dev            # tests
   libbenchmark-dev                                # micro-benchmarks
   openmpi-bin libopenmpi-dev                      # mpirun, Open MPI peer benchmark
+  libgloo-dev                                     # Gloo peer benchmark (TCP)
   python3                                         # perf/compare
   clang-format                                    # formatting
   iproute2 procps                                 # ip netns (multi-host tests), ps/pgrep
