@@ -39,6 +39,8 @@ class Transports {
   bool directEnabled() const;
   size_t directMinBytes() const;
   bool usesTcp(int peer) const { return tcp_ && onTcp_[peer]; }
+  // Where this rank's TCP listener is (no address without TCP peers).
+  net::SockAddr tcpListenAddress() const { return tcp_ ? tcp_->listenAddress() : net::SockAddr{}; }
 
   // 1 + the rank that poisoned the communicator, or 0.
   int abortedBy() const;
