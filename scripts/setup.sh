@@ -15,6 +15,7 @@ packages=(
   python3                                         # perf/compare
   clang-format                                    # formatting
   iproute2 procps                                 # ip netns (multi-host tests), ps/pgrep
+  iperf3                                          # raw TCP baseline (perf/netns-bench.sh)
 )
 
 missing=()

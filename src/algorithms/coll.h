@@ -57,6 +57,12 @@ class HealthMonitor {
   virtual bool failed() const = 0;
   // Slower: checks abort flags, dead peers and the timeout deadline.
   virtual Status check() = 0;
+  // Moves transport work that no channel call drives (network sends still
+  // queued, control messages); called on every idle round.
+  virtual void poll() {}
+  // Waits up to ns nanoseconds, returning early when the transport has news
+  // (epoll on network sockets); plain sleep by default.
+  virtual void park(long ns);
 };
 
 // Back-off for a loop that polls channels.

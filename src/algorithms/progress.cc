@@ -5,7 +5,9 @@
 // between cores takes well under a microsecond), then yields the CPU (ranks
 // often outnumber cores), then sleeps in short naps. failed() is read every
 // round; the slower check() (timeout, dead peers) every kCheckEvery rounds
-// once spinning is over.
+// once spinning is over. Every round first lets the transport move work no
+// channel call drives (poll), and the naps wait on the transport (park:
+// epoll for TCP peers) so arriving network data ends them at once.
 #include <sched.h>
 #include <time.h>
 
@@ -35,9 +37,15 @@ inline void cpuRelax() {
 
 }  // namespace
 
+void HealthMonitor::park(long ns) {
+  timespec nap{0, ns};
+  nanosleep(&nap, nullptr);
+}
+
 Status Progress::idle() {
   const uint32_t round = idleRounds_;
   if (idleRounds_ != UINT32_MAX) ++idleRounds_;
+  health_.poll();
   if (health_.failed()) {
     Status s = health_.check();
     if (!s.isOk()) return s;
@@ -51,8 +59,7 @@ Status Progress::idle() {
   if (round < kYieldRounds) {
     sched_yield();
   } else {
-    timespec nap{0, kNapNs};
-    nanosleep(&nap, nullptr);
+    health_.park(kNapNs);
   }
   return Status::ok();
 }

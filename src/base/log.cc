@@ -26,9 +26,15 @@ uint32_t parseSubsys(const std::string& spec) {
   static const struct {
     const char* name;
     uint32_t bit;
-  } kNames[] = {
-      {"INIT", kLogInit},           {"COLL", kLogColl}, {"P2P", kLogP2P},       {"SHM", kLogShm},
-      {"BOOTSTRAP", kLogBootstrap}, {"ENV", kLogEnv},   {"TUNING", kLogTuning}, {"ALL", kLogAll}};
+  } kNames[] = {{"INIT", kLogInit},
+                {"COLL", kLogColl},
+                {"P2P", kLogP2P},
+                {"SHM", kLogShm},
+                {"BOOTSTRAP", kLogBootstrap},
+                {"ENV", kLogEnv},
+                {"TUNING", kLogTuning},
+                {"NET", kLogNet},
+                {"ALL", kLogAll}};
   bool exclude = !spec.empty() && spec[0] == '^';
   uint32_t mask = 0;
   size_t pos = exclude ? 1 : 0;

@@ -1,5 +1,5 @@
 // Logging: WEFT_DEBUG=WARN|INFO|TRACE picks the level, WEFT_DEBUG_SUBSYS a
-// comma list of subsystems (INIT,COLL,P2P,SHM,BOOTSTRAP,ENV,TUNING,ALL; a
+// comma list of subsystems (INIT,COLL,P2P,SHM,BOOTSTRAP,ENV,TUNING,NET,ALL; a
 // leading ^ excludes), WEFT_DEBUG_FILE a file name where %h is the host
 // name and %p the pid. Lines look like "host:pid:tid [rank] WEFT INFO ...".
 #pragma once
@@ -18,6 +18,7 @@ enum LogSubsys : uint32_t {
   kLogBootstrap = 1u << 4,
   kLogEnv = 1u << 5,
   kLogTuning = 1u << 6,
+  kLogNet = 1u << 7,
   kLogAll = ~0u,
 };
 

@@ -13,6 +13,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "bootstrap/ifname.h"
 
 namespace weft {
 namespace {
@@ -198,8 +199,11 @@ Status Bootstrap::create(const net::SockAddr& root, uint64_t secret, int rank, i
                      rank, root.toString().c_str(), static_cast<long long>(bootstrapTimeoutMs()),
                      st.message().c_str());
 
-  // Listen on the interface that reaches the root: peers will reach us there.
+  // Listen on the interface WEFT_SOCKET_IFNAME/FAMILY choose, else on the one
+  // that reaches the root: peers will reach us there.
   net::SockAddr local = net::localAddressOf(toRootService);
+  bool chosen = false;
+  WEFT_RETURN_IF_ERROR(net::addressFromSocketEnv(&local, &chosen));
   local.setPort(0);
   net::Socket listener;
   net::SockAddr bound;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/env.h"
+#include "bootstrap/ifname.h"
 
 namespace weft::net {
 namespace {
@@ -96,6 +97,8 @@ Status parseHostPort(const std::string& text, SockAddr* out) {
 
 SockAddr defaultLocalAddress() {
   SockAddr addr;
+  bool chosen = false;
+  if (addressFromSocketEnv(&addr, &chosen).isOk() && chosen) return addr;
   if (auto configured = envString("BOOTSTRAP_ADDR")) {
     if (parseHostPort(*configured + (configured->find(':') == std::string::npos ? ":0" : ""), &addr)
             .isOk())

@@ -26,7 +26,8 @@ struct SockAddr {
 // Parses "host:port" or "[v6addr]:port"; host may be a name.
 Status parseHostPort(const std::string& text, SockAddr* out);
 // The address this host advertises for its listeners when nothing else
-// says: WEFT_BOOTSTRAP_ADDR's host if set, else the first non-loopback IPv4
+// says: the interface WEFT_SOCKET_IFNAME/WEFT_SOCKET_FAMILY pick if set, else
+// WEFT_BOOTSTRAP_ADDR's host if set, else the first non-loopback IPv4
 // interface that is up, else 127.0.0.1.
 SockAddr defaultLocalAddress();
 

@@ -25,18 +25,6 @@ std::unordered_set<const weftComm*>& registry() {
   return *set;
 }
 
-bool processAlive(int pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A killed child that its parent has not reaped yet is a zombie: dead too.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return true;
-  const char state = line[close + 2];
-  return state != 'Z' && state != 'X';
-}
-
 Status checkConfig(const weftConfig_t* config) {
   if (config == nullptr) return Status::ok();
   if (config->magic != WEFT_CONFIG_MAGIC || config->size < sizeof(size_t) + 8 ||
@@ -68,6 +56,7 @@ Status runColl(weftComm* comm, CollCall& call) {
             dtypeName(args.dtype), args.root, alg.name);
   comm->health.beginCollective();
   Status st = alg.run(comm->context, args);
+  if (st.isOk()) st = comm->transport->flush([comm] { return comm->health.check(); });
   if (!st.isOk()) commFail(comm, st);
   return st;
 }
@@ -82,7 +71,16 @@ Status stickyError(weftComm* comm) {
 }  // namespace
 
 bool CommHealth::failed() const {
-  return comm_.aborting.load(std::memory_order_relaxed) || comm_.shm->abortedBy() != 0;
+  return comm_.aborting.load(std::memory_order_relaxed) || comm_.transport->abortedBy() != 0 ||
+         comm_.transport->anyPeerDead();
+}
+
+void CommHealth::poll() {
+  comm_.transport->poll();
+}
+
+void CommHealth::park(long ns) {
+  comm_.transport->park(ns);
 }
 
 void CommHealth::beginCollective() {
@@ -94,7 +92,7 @@ void CommHealth::beginCollective() {
 
 Status CommHealth::check() {
   if (comm_.aborting.load()) return Status(weftInvalidUsage, "the communicator was aborted");
-  if (const int by = comm_.shm->abortedBy()) {
+  if (const int by = comm_.transport->abortedBy()) {
     if (by - 1 == comm_.rank && comm_.asyncError.load() != weftSuccess) return stickyError(&comm_);
     return makeError(weftRemoteError,
                      "rank %d stopped the communicator (it aborted, or a collective failed "
@@ -105,10 +103,12 @@ Status CommHealth::check() {
   if (now >= nextPeerCheck_) {
     nextPeerCheck_ = now + std::chrono::milliseconds(10);
     for (const PeerInfo& p : comm_.peers) {
-      if (p.rank == comm_.rank || processAlive(p.pid)) continue;
-      if (!comm_.shm->peerClosed(p.rank))
-        return makeError(weftRemoteError, "rank %d (pid %d) died in the middle of a collective",
-                         p.rank, p.pid);
+      std::string why;
+      const PeerState state = comm_.transport->peerState(p.rank, &why);
+      if (state == PeerState::kAlive) continue;
+      if (state == PeerState::kDead)
+        return makeError(weftRemoteError, "rank %d (pid %d) died in the middle of a collective: %s",
+                         p.rank, p.pid, why.c_str());
       // It destroyed its communicator and exited: fine if it had done its
       // part, which a collective still waiting a second later shows it had not.
       if (peerLeftSince_ == std::chrono::steady_clock::time_point{}) peerLeftSince_ = now;
@@ -136,19 +136,19 @@ int CommContext::nranks() const {
   return comm_.nranks;
 }
 SendChannel& CommContext::sendTo(int peer) {
-  return comm_.shm->sendTo(peer);
+  return comm_.transport->sendTo(peer);
 }
 RecvChannel& CommContext::recvFrom(int peer) {
-  return comm_.shm->recvFrom(peer);
+  return comm_.transport->recvFrom(peer);
 }
 HealthMonitor& CommContext::health() {
   return comm_.health;
 }
 size_t CommContext::chunkBytes() const {
-  return comm_.shm->slotBytes();
+  return comm_.transport->slotBytes();
 }
 size_t CommContext::directMinBytes() const {
-  return comm_.shm->directEnabled() ? comm_.shm->directMinBytes() : SIZE_MAX;
+  return comm_.transport->directEnabled() ? comm_.transport->directMinBytes() : SIZE_MAX;
 }
 
 Status checkComm(const weftComm* comm) {
@@ -170,7 +170,7 @@ void commFail(weftComm* comm, const Status& st) {
     if (comm->asyncError.compare_exchange_strong(expected, st.code()))
       comm->errorMessage = st.message();
   }
-  if (comm->shm) comm->shm->poison(comm->rank);
+  if (comm->transport) comm->transport->poison(comm->rank);
   WEFT_WARN(kLogColl, "rank %d: %s", comm->rank, st.message().c_str());
 }
 
@@ -247,6 +247,7 @@ Status commRunTask(weftComm* comm, Task& task) {
   if (!task.p2p.empty()) {
     comm->health.beginCollective();
     Status st = runP2P(comm->context, task.p2p);
+    if (st.isOk()) st = comm->transport->flush([comm] { return comm->health.check(); });
     if (!st.isOk()) commFail(comm, st);
     return st;
   }
@@ -272,7 +273,7 @@ Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t
   if (config != nullptr && config->commName != nullptr) comm->name = config->commName;
   WEFT_RETURN_IF_ERROR(Bootstrap::create(root, secret, rank, nranks, &comm->bootstrap));
   comm->peers = comm->bootstrap->peers();
-  WEFT_RETURN_IF_ERROR(ShmTransport::create(*comm->bootstrap, ShmOptions::fromEnv(), &comm->shm));
+  WEFT_RETURN_IF_ERROR(Transports::create(*comm->bootstrap, &comm->transport));
   weftComm* raw = comm.get();
   comm->engine = std::make_unique<Engine>([raw](Task& task) { return commRunTask(raw, task); });
   setLogRank(rank);
@@ -437,16 +438,16 @@ void commDestroy(weftComm* comm) {
     (void)comm->engine->drain();
     comm->engine->stop();
   }
-  if (comm->shm && !comm->aborting.load()) comm->shm->markClosed();
+  if (comm->transport && !comm->aborting.load()) comm->transport->markClosed();
   comm->magic.store(weftComm::kDead);
   comm->engine.reset();
-  comm->shm.reset();
+  comm->transport.reset();
   comm->bootstrap.reset();
 }
 
 void commAbort(weftComm* comm) {
   comm->aborting.store(true);
-  if (comm->shm) comm->shm->poison(comm->rank);
+  if (comm->transport) comm->transport->poison(comm->rank);
   commDestroy(comm);
 }
 

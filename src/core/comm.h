@@ -12,7 +12,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/engine.h"
 #include "core/work.h"
-#include "transport/shm/shm_transport.h"
+#include "transport/transport.h"
 
 namespace weft {
 
@@ -29,6 +29,8 @@ class CommHealth final : public HealthMonitor {
   explicit CommHealth(weftComm& comm) : comm_(comm) {}
   bool failed() const override;
   Status check() override;
+  void poll() override;
+  void park(long ns) override;
   void beginCollective();
 
  private:
@@ -68,7 +70,7 @@ struct weftComm {
   std::string name;
   std::vector<weft::PeerInfo> peers;
   std::unique_ptr<weft::Bootstrap> bootstrap;
-  std::unique_ptr<weft::ShmTransport> shm;
+  std::unique_ptr<weft::Transports> transport;  // per-peer shm or tcp channels
   weft::CommHealth health{*this};
   weft::CommContext context{*this};
   std::unique_ptr<weft::Engine> engine;

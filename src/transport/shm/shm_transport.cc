@@ -183,15 +183,12 @@ void ShmRecvChannel::release() {
 }
 
 Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
-                            std::unique_ptr<ShmTransport>* out) {
+                            const std::vector<bool>& onShm, std::unique_ptr<ShmTransport>* out) {
   const int rank = bootstrap.rank();
   const int nranks = bootstrap.nranks();
-  for (const PeerInfo& p : bootstrap.peers())
-    if (p.hostHash != bootstrap.peers()[rank].hostHash)
-      return makeError(weftInvalidUsage,
-                       "rank %d is on another host than rank %d; weft's TCP transport for ranks "
-                       "across hosts is not available yet (shared memory only)",
-                       p.rank, rank);
+  for (int p = 0; p < nranks; ++p)
+    if (onShm[p] && bootstrap.peers()[p].hostHash != bootstrap.peers()[rank].hostHash)
+      return makeError(weftInternalError, "rank %d is on another host than rank %d", p, rank);
 
   std::unique_ptr<ShmTransport> t(new ShmTransport());
   t->rank_ = rank;
@@ -228,7 +225,7 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
   // Step 2: map every peer's segment.
   Status opened;
   for (int peer = 0; peer < nranks && opened.isOk(); ++peer) {
-    if (peer == rank) continue;
+    if (peer == rank || !onShm[peer]) continue;
     opened = ShmSegment::open(segmentName(commTag, peer), &t->segments_[peer]);
     if (opened.isOk() && t->segments_[peer].size() != bytes)
       opened = makeError(weftInvalidUsage,
@@ -256,7 +253,7 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
     WEFT_RETURN_IF_ERROR(bootstrap.allGather(probes.data(), sizeof(Probe)));
     int32_t ok = 1;
     for (int peer = 0; peer < nranks; ++peer) {
-      if (peer == rank) continue;
+      if (peer == rank || !onShm[peer]) continue;
       uint64_t got = 0;
       iovec local{&got, sizeof got};
       iovec remote{reinterpret_cast<void*>(probes[peer].address), sizeof got};
@@ -275,7 +272,7 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
   t->send_.resize(nranks);
   t->recv_.resize(nranks);
   for (int peer = 0; peer < nranks; ++peer) {
-    if (peer == rank) continue;
+    if (peer == rank || !onShm[peer]) continue;
     char* theirs = static_cast<char*>(t->segments_[peer].data()) + fifoOffset(peer, rank, options);
     char* mine = static_cast<char*>(t->segments_[rank].data()) + fifoOffset(rank, peer, options);
     t->send_[peer] =

@@ -73,10 +73,11 @@ struct ShmOptions {
 
 class ShmTransport {
  public:
-  // Collective over the bootstrap: every rank must call it. All ranks must be
-  // on this host.
+  // Collective over the bootstrap: every rank must call it. Channels exist
+  // for the peers with onShm[peer] set, which must be on this host; the
+  // others get none (they are reached by another transport).
   static Status create(Bootstrap& bootstrap, const ShmOptions& options,
-                       std::unique_ptr<ShmTransport>* out);
+                       const std::vector<bool>& onShm, std::unique_ptr<ShmTransport>* out);
   ~ShmTransport();
 
   SendChannel& sendTo(int peer) { return *send_[peer]; }

@@ -1,0 +1,665 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "base/env.h"
+#include "base/log.h"
+
+namespace weft {
+
+namespace {
+
+constexpr int kListenerRef = 0;
+constexpr int kRecvRef = 1;
+constexpr int kCtrlInRef = 2;
+constexpr int kSendRef = 3;
+// A connection that has not said hello within this long is dropped.
+constexpr int kHelloTimeoutMs = 5000;
+
+void setNonBlocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL, 0);
+  fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+void tuneSocket(int fd, const TcpOptions& o) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (o.bufBytes > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o.bufBytes, sizeof o.bufBytes);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o.bufBytes, sizeof o.bufBytes);
+  }
+}
+
+net::SockAddr addrFrom(const uint8_t* bytes, uint32_t len) {
+  net::SockAddr a;
+  std::memcpy(&a.storage, bytes, std::min<size_t>(len, sizeof(PeerInfo::addr)));
+  a.len = std::min<uint32_t>(len, sizeof(PeerInfo::addr));
+  return a;
+}
+
+Status agree(Bootstrap& bootstrap, const Status& mine, const char* step) {
+  std::vector<int32_t> codes(bootstrap.nranks());
+  codes[bootstrap.rank()] = mine.code();
+  WEFT_RETURN_IF_ERROR(bootstrap.allGather(codes.data(), sizeof(int32_t)));
+  if (!mine.isOk()) return mine;
+  for (int r = 0; r < bootstrap.nranks(); ++r)
+    if (codes[r] != weftSuccess)
+      return makeError(static_cast<weftResult_t>(codes[r]),
+                       "rank %d failed to %s (see that rank's error)", r, step);
+  return Status::ok();
+}
+
+}  // namespace
+
+TcpOptions TcpOptions::fromEnv(size_t slotBytes) {
+  TcpOptions o;
+  const int64_t perThread = std::clamp<int64_t>(envInt("NSOCKS_PERTHREAD", 2), 1, 64);
+  const int64_t threads = std::clamp<int64_t>(envInt("SOCKET_NTHREADS", 1), 1, 16);
+  o.nsocks = static_cast<uint32_t>(std::clamp<int64_t>(perThread * threads, 1, 64));
+  o.slots = static_cast<uint32_t>(std::clamp<int64_t>(envInt("TCP_SLOTS", 8), 2, 256));
+  o.slots = std::max(o.slots, 2 * o.nsocks);
+  o.slotBytes = slotBytes;
+  o.bufBytes = static_cast<int>(std::min<uint64_t>(envBytes("SOCKET_BUF_BYTES", 0), 1u << 30));
+  return o;
+}
+
+// ---- send channel ----
+
+TcpSendChannel::TcpSendChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions& o)
+    : t_(t),
+      peer_(peer),
+      nslots_(o.slots),
+      nsocks_(o.nsocks),
+      slotBytes_(o.slotBytes),
+      buf_(new (std::nothrow) char[o.slots * o.slotBytes]),
+      headers_(o.slots),
+      socks_(o.nsocks) {
+  for (uint32_t k = 0; k < nsocks_; ++k) socks_[k].nextSeq = k;
+}
+
+bool TcpSendChannel::slotFree(uint64_t seq) const {
+  if (seq < nslots_) return true;
+  const uint64_t prev = seq - nslots_;  // the slot's last use
+  return socks_[prev % nsocks_].nextSeq > prev;
+}
+
+void* TcpSendChannel::tryAcquire() {
+  if (!slotFree(head_)) {
+    progress();
+    if (!slotFree(head_)) return nullptr;
+  }
+  return buf_.get() + (head_ % nslots_) * slotBytes_;
+}
+
+void TcpSendChannel::commit(size_t bytes) {
+  tcp::FrameHeader& h = headers_[head_ % nslots_];
+  h.magic = tcp::kFrameMagic;
+  h.version = tcp::kWireVersion;
+  h.type = static_cast<uint16_t>(tcp::FrameType::kData);
+  h.seq = head_;
+  h.bytes = bytes;
+  ++head_;
+  progress();
+}
+
+bool TcpSendChannel::pending() const {
+  for (const Sock& s : socks_)
+    if (s.nextSeq < head_) return true;
+  return false;
+}
+
+bool TcpSendChannel::drained() {
+  progress();
+  return !pending();
+}
+
+bool TcpSendChannel::progress() {
+  if (peer_.stopped()) return false;
+  bool moved = false;
+  for (uint32_t k = 0; k < nsocks_; ++k) {
+    Sock& s = socks_[k];
+    while (s.nextSeq < head_) {
+      const uint32_t slot = static_cast<uint32_t>(s.nextSeq % nslots_);
+      const tcp::FrameHeader& h = headers_[slot];
+      const size_t total = sizeof h + h.bytes;
+      iovec iov[2];
+      int n = 0;
+      if (s.offset < sizeof h) {
+        iov[n++] = {const_cast<char*>(reinterpret_cast<const char*>(&h)) + s.offset,
+                    sizeof h - s.offset};
+        iov[n++] = {buf_.get() + slot * slotBytes_, h.bytes};
+      } else {
+        iov[n++] = {buf_.get() + slot * slotBytes_ + (s.offset - sizeof h), total - s.offset};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = n;
+      const ssize_t sent = ::sendmsg(peer_.sendFds[k], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          if (!s.armed) t_.armWrite(peer_.sendFds[k], s.armed = true);
+          break;
+        }
+        t_.dataEnded(peer_, std::string("send failed: ") + strerror(errno));
+        return moved;
+      }
+      moved = true;
+      s.offset += static_cast<size_t>(sent);
+      if (s.offset == total) {
+        s.offset = 0;
+        s.nextSeq += nsocks_;
+      }
+    }
+    if (s.nextSeq >= head_ && s.armed) t_.armWrite(peer_.sendFds[k], s.armed = false);
+  }
+  return moved;
+}
+
+// ---- receive channel ----
+
+TcpRecvChannel::TcpRecvChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions& o)
+    : t_(t),
+      peer_(peer),
+      nslots_(o.slots),
+      nsocks_(o.nsocks),
+      slotBytes_(o.slotBytes),
+      buf_(new (std::nothrow) char[o.slots * o.slotBytes]),
+      bytes_(o.slots),
+      socks_(o.nsocks) {
+  for (uint32_t k = 0; k < nsocks_; ++k) socks_[k].nextSeq = k;
+}
+
+const void* TcpRecvChannel::tryPeek(size_t* bytes) {
+  if (!filled(tail_)) {
+    progressSocket(static_cast<uint32_t>(tail_ % nsocks_));
+    if (!filled(tail_)) return nullptr;
+  }
+  *bytes = bytes_[tail_ % nslots_];
+  return buf_.get() + (tail_ % nslots_) * slotBytes_;
+}
+
+void TcpRecvChannel::release() {
+  ++tail_;
+}
+
+bool TcpRecvChannel::progress() {
+  bool moved = false;
+  for (uint32_t k = 0; k < nsocks_; ++k) moved |= progressSocket(k);
+  return moved;
+}
+
+bool TcpRecvChannel::progressSocket(uint32_t k) {
+  Sock& s = socks_[k];
+  if (peer_.malformed || s.ended) return false;
+  const int fd = peer_.recvFds[k];
+  bool moved = false;
+  while (s.nextSeq < tail_ + nslots_) {
+    char* slot = buf_.get() + (s.nextSeq % nslots_) * slotBytes_;
+    if (!s.inPayload) {
+      const ssize_t n = ::recv(fd, s.header + s.got, sizeof s.header - s.got, MSG_DONTWAIT);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        s.ended = true;
+        t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
+        return moved;
+      }
+      moved = true;
+      s.got += static_cast<size_t>(n);
+      if (s.got < sizeof s.header) continue;
+      tcp::FrameHeader h;
+      Status st = tcp::parseDataHeader(s.header, sizeof s.header, s.nextSeq, slotBytes_, &h);
+      if (!st.isOk()) {
+        t_.malformed(peer_, "malformed data from the peer: " + st.message());
+        return moved;
+      }
+      s.payload = h.bytes;
+      s.got = 0;
+      s.inPayload = true;
+    }
+    if (s.got < s.payload) {
+      const ssize_t n = ::recv(fd, slot + s.got, s.payload - s.got, MSG_DONTWAIT);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        s.ended = true;
+        t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
+        return moved;
+      }
+      moved = true;
+      s.got += static_cast<size_t>(n);
+      if (s.got < s.payload) continue;
+    }
+    bytes_[s.nextSeq % nslots_] = s.payload;
+    s.nextSeq += nsocks_;
+    s.inPayload = false;
+    s.got = 0;
+  }
+  return moved;
+}
+
+// ---- transport ----
+
+Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
+                            const std::vector<bool>& remote, const net::SockAddr& listenAt,
+                            std::unique_ptr<TcpTransport>* out) {
+  const int rank = bootstrap.rank();
+  const int nranks = bootstrap.nranks();
+  if (options.slotBytes > (size_t{1} << 30))
+    return makeError(weftInvalidArgument,
+                     "the chunk size (WEFT_SHM_SLOT_BYTES) is %zu bytes; the TCP transport "
+                     "takes at most 1G",
+                     options.slotBytes);
+  std::unique_ptr<TcpTransport> t(new TcpTransport());
+  t->rank_ = rank;
+  t->nranks_ = nranks;
+  t->peers_.resize(nranks);
+
+  // Step 1: listen, and tell everyone where.
+  struct Addr {
+    uint32_t len;
+    uint8_t bytes[28];
+  };
+  std::vector<Addr> addrs(nranks);
+  net::SockAddr at = listenAt;
+  at.setPort(0);
+  Status st = net::listenOn(at, &t->listener_, &t->listenAddr_);
+  if (st.isOk()) {
+    addrs[rank].len = t->listenAddr_.len;
+    std::memcpy(addrs[rank].bytes, &t->listenAddr_.storage,
+                std::min<size_t>(t->listenAddr_.len, sizeof addrs[rank].bytes));
+  }
+  WEFT_RETURN_IF_ERROR(agree(bootstrap, st, "listen for TCP connections"));
+  WEFT_RETURN_IF_ERROR(bootstrap.allGather(addrs.data(), sizeof(Addr)));
+
+  const uint64_t token = tcp::connectionToken(bootstrap.secret());
+  int expected = 0;
+  for (int p = 0; p < nranks; ++p) {
+    if (p == rank || !remote[p]) continue;
+    t->peers_[p].rank = p;
+    t->peers_[p].sendFds.assign(options.nsocks, -1);
+    t->peers_[p].recvFds.assign(options.nsocks, -1);
+    expected += static_cast<int>(options.nsocks) + 1;
+  }
+
+  // Step 2: open our outgoing sockets (the peer's kernel queues them until
+  // its accept loop below takes them).
+  const auto deadline = net::Clock::now() + std::chrono::milliseconds(bootstrapTimeoutMs());
+  st = Status::ok();
+  for (int p = 0; p < nranks && st.isOk(); ++p) {
+    TcpPeer& peer = t->peers_[p];
+    if (peer.rank < 0) continue;
+    const net::SockAddr to = addrFrom(addrs[p].bytes, addrs[p].len);
+    for (uint32_t k = 0; k <= options.nsocks && st.isOk(); ++k) {
+      net::Socket s;
+      st = net::connectWithRetry(to, deadline, &s);
+      if (!st.isOk()) break;
+      tuneSocket(s.fd(), options);
+      tcp::Hello h{};
+      h.magic = tcp::kHelloMagic;
+      h.version = tcp::kWireVersion;
+      h.kind = static_cast<uint16_t>(k < options.nsocks ? tcp::ConnKind::kData
+                                                        : tcp::ConnKind::kControl);
+      h.fromRank = rank;
+      h.toRank = p;
+      h.socketIndex = k < options.nsocks ? k : 0;
+      h.nsocks = options.nsocks;
+      h.token = token;
+      st = net::sendAll(s, &h, sizeof h, deadline);
+      if (!st.isOk()) break;
+      const int fd = dup(s.fd());
+      if (k < options.nsocks) {
+        peer.sendFds[k] = fd;
+      } else {
+        peer.ctrlOut = fd;
+      }
+    }
+  }
+
+  // Step 3: accept the peers' sockets. Anything that does not present a
+  // valid hello is dropped and logged; it does not fail the set-up.
+  struct Pending {
+    int fd;
+    net::Clock::time_point until;
+    unsigned char buf[sizeof(tcp::Hello)] = {};
+    size_t got = 0;
+  };
+  std::vector<Pending> pending;
+  const tcp::HelloExpect expect{rank, nranks, options.nsocks, token};
+  int accepted = 0;
+  while (st.isOk() && accepted < expected) {
+    const auto now = net::Clock::now();
+    if (now >= deadline) {
+      st = makeError(weftTimeout,
+                     "rank %d: only %d of %d TCP connections from peers arrived within %lld ms",
+                     rank, accepted, expected, static_cast<long long>(bootstrapTimeoutMs()));
+      break;
+    }
+    std::vector<pollfd> fds;
+    fds.push_back({t->listener_.fd(), POLLIN, 0});
+    for (const Pending& p : pending) fds.push_back({p.fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR) {
+      st = makeError(weftSystemError, "poll: %s", strerror(errno));
+      break;
+    }
+    if (fds[0].revents & POLLIN) {
+      const int fd = ::accept4(t->listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        Pending p;
+        p.fd = fd;
+        p.until = now + std::chrono::milliseconds(kHelloTimeoutMs);
+        pending.push_back(p);
+      }
+    }
+    for (size_t i = 0; i < pending.size();) {
+      Pending& p = pending[i];
+      const ssize_t n = ::recv(p.fd, p.buf + p.got, sizeof p.buf - p.got, MSG_DONTWAIT);
+      bool drop = false;
+      std::string why;
+      if (n > 0) p.got += static_cast<size_t>(n);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        drop = true;
+        why = "closed before its hello was complete";
+      } else if (p.got < sizeof p.buf && net::Clock::now() > p.until) {
+        drop = true;
+        why = "sent no complete hello in time";
+      } else if (p.got == sizeof p.buf) {
+        tcp::Hello h;
+        Status hs = tcp::parseHello(p.buf, p.got, expect, &h);
+        if (hs.code() == weftInvalidUsage) {
+          st = hs;  // a real peer configured differently: fail, do not wait
+          ::close(p.fd);
+          pending.erase(pending.begin() + i);
+          break;
+        }
+        TcpPeer* peer = hs.isOk() ? &t->peers_[h.fromRank] : nullptr;
+        if (hs.isOk() && peer->rank < 0)
+          hs = makeError(weftRemoteError, "rank %d is not reached over TCP", h.fromRank);
+        int* slot = nullptr;
+        if (hs.isOk())
+          slot = h.kind == static_cast<uint16_t>(tcp::ConnKind::kData)
+                     ? &peer->recvFds[h.socketIndex]
+                     : &peer->ctrlIn;
+        if (hs.isOk() && *slot >= 0)
+          hs = makeError(weftRemoteError, "a second connection for the same socket of rank %d",
+                         h.fromRank);
+        if (hs.isOk()) {
+          *slot = p.fd;
+          tuneSocket(p.fd, options);
+          ++accepted;
+          pending.erase(pending.begin() + i);
+          continue;
+        }
+        drop = true;
+        why = hs.message();
+      }
+      if (drop) {
+        WEFT_WARN(kLogNet, "rank %d: dropped a TCP connection: %s", rank, why.c_str());
+        ::close(p.fd);
+        pending.erase(pending.begin() + i);
+        continue;
+      }
+      ++i;
+    }
+  }
+  for (const Pending& p : pending) ::close(p.fd);
+  WEFT_RETURN_IF_ERROR(agree(bootstrap, st, "set up its TCP connections"));
+
+  // Step 4: channels and the epoll set.
+  t->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (t->epfd_ < 0) return makeError(weftSystemError, "epoll_create1: %s", strerror(errno));
+  auto watch = [&](int fd, uint32_t events, int kind, int peer, uint32_t index) {
+    setNonBlocking(fd);
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = t->fdRefs_.size();
+    t->fdRefs_.push_back({kind, peer, index});
+    epoll_ctl(t->epfd_, EPOLL_CTL_ADD, fd, &ev);
+  };
+  setNonBlocking(t->listener_.fd());
+  watch(t->listener_.fd(), EPOLLIN, kListenerRef, -1, 0);
+  t->send_.resize(nranks);
+  t->recv_.resize(nranks);
+  for (int p = 0; p < nranks; ++p) {
+    TcpPeer& peer = t->peers_[p];
+    if (peer.rank < 0) continue;
+    for (uint32_t k = 0; k < options.nsocks; ++k) {
+      watch(peer.recvFds[k], EPOLLIN, kRecvRef, p, k);
+      watch(peer.sendFds[k], 0, kSendRef, p, k);  // EPOLLOUT armed while blocked
+    }
+    watch(peer.ctrlIn, EPOLLIN | EPOLLRDHUP, kCtrlInRef, p, 0);
+    watch(peer.ctrlOut, 0, kSendRef, p, UINT32_MAX);
+    t->send_[p] = std::make_unique<TcpSendChannel>(*t, peer, options);
+    t->recv_[p] = std::make_unique<TcpRecvChannel>(*t, peer, options);
+    if (!t->send_[p]->ok() || !t->recv_[p]->ok())
+      st = makeError(weftSystemError, "cannot allocate %u TCP slots of %zu bytes for rank %d",
+                     options.slots, options.slotBytes, p);
+    t->sendList_.push_back(t->send_[p].get());
+  }
+  WEFT_RETURN_IF_ERROR(agree(bootstrap, st, "allocate its TCP buffers"));
+  WEFT_INFO(kLogNet,
+            "tcp transport: listening on %s, %zu peers, %u sockets per peer, %u slots of %zu KiB",
+            t->listenAddr_.toString().c_str(), t->sendList_.size(), options.nsocks, options.slots,
+            options.slotBytes >> 10);
+  *out = std::move(t);
+  return Status::ok();
+}
+
+TcpTransport::~TcpTransport() {
+  send_.clear();
+  recv_.clear();
+  for (TcpPeer& p : peers_) {
+    for (int fd : p.sendFds)
+      if (fd >= 0) ::close(fd);
+    for (int fd : p.recvFds)
+      if (fd >= 0) ::close(fd);
+    if (p.ctrlIn >= 0) ::close(p.ctrlIn);
+    if (p.ctrlOut >= 0) ::close(p.ctrlOut);
+  }
+  if (epfd_ >= 0) ::close(epfd_);
+}
+
+void TcpTransport::armWrite(int fd, bool on) {
+  epoll_event ev{};
+  ev.events = on ? static_cast<uint32_t>(EPOLLOUT) : 0u;
+  // Keep the reference index: look it up by scanning is avoidable, but MOD
+  // needs the data word, so find it once here (rare: only on EAGAIN).
+  for (size_t i = 0; i < fdRefs_.size(); ++i) {
+    const FdRef& r = fdRefs_[i];
+    if (r.kind == kSendRef && r.index != UINT32_MAX && peers_[r.peer].sendFds[r.index] == fd) {
+      ev.data.u64 = i;
+      epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev);
+      return;
+    }
+  }
+}
+
+void TcpTransport::noteDead(TcpPeer& peer) {
+  if (!peer.dead()) return;
+  anyDead_.store(true, std::memory_order_release);
+  WEFT_INFO(kLogNet, "rank %d: rank %d is gone: %s", rank_, peer.rank, peer.why.c_str());
+  unwatch(peer, true, true);
+}
+
+void TcpTransport::unwatch(TcpPeer& peer, bool data, bool control) {
+  // Ended sockets stay readable (EOF) forever: take them out of the epoll
+  // set, or every wait would return at once.
+  if (data) {
+    for (int fd : peer.recvFds) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    for (int fd : peer.sendFds) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+  }
+  if (control) {
+    epoll_ctl(epfd_, EPOLL_CTL_DEL, peer.ctrlIn, nullptr);
+    epoll_ctl(epfd_, EPOLL_CTL_DEL, peer.ctrlOut, nullptr);
+  }
+}
+
+void TcpTransport::dataEnded(TcpPeer& peer, const std::string& why) {
+  if (peer.dataEof) return;
+  peer.dataEof = true;
+  if (peer.why.empty()) peer.why = why;
+  unwatch(peer, true, false);
+  readControl(peer);  // a normal leaver's kClose is already there
+}
+
+void TcpTransport::recvSocketEnded(TcpPeer& peer, int fd, const std::string& why) {
+  // A peer that finished closes its sockets while this rank may still read
+  // what it sent on its other sockets: only the control socket says whether
+  // it left normally.
+  epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+  if (peer.why.empty()) peer.why = why;
+  readControl(peer);
+}
+
+void TcpTransport::malformed(TcpPeer& peer, const std::string& why) {
+  if (peer.malformed) return;
+  peer.malformed = true;
+  peer.why = why;
+  WEFT_WARN(kLogNet, "rank %d: rank %d broke the protocol: %s", rank_, peer.rank, why.c_str());
+  noteDead(peer);
+}
+
+bool TcpTransport::pendingSends() const {
+  for (const TcpSendChannel* s : sendList_)
+    if (s->pending()) return true;
+  return false;
+}
+
+bool TcpTransport::progress() {
+  bool moved = false;
+  for (TcpSendChannel* s : sendList_)
+    if (s->pending()) moved |= s->progress();
+  epoll_event events[64];
+  const int n = epoll_wait(epfd_, events, 64, 0);
+  if (n > 0) {
+    handleEvents(events, n);
+    moved = true;
+  }
+  return moved;
+}
+
+void TcpTransport::wait(long ns) {
+  for (TcpSendChannel* s : sendList_)
+    if (s->pending()) s->progress();
+  epoll_event events[64];
+  const timespec ts{0, ns};
+  const int n = epoll_pwait2(epfd_, events, 64, &ts, nullptr);
+  if (n > 0) handleEvents(events, n);
+}
+
+void TcpTransport::handleEvents(const epoll_event* events, int n) {
+  for (int i = 0; i < n; ++i) {
+    const FdRef& r = fdRefs_[events[i].data.u64];
+    if (r.kind == kListenerRef) {
+      // The set-up is over: a late connection is not one of ours.
+      const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        WEFT_WARN(kLogNet, "rank %d: dropped a TCP connection that arrived after set-up", rank_);
+        ::close(fd);
+      }
+      continue;
+    }
+    TcpPeer& peer = peers_[r.peer];
+    if (r.kind == kRecvRef) {
+      // A full receive FIFO leaves the socket readable; it is read once the
+      // algorithm releases a slot.
+      recv_[r.peer]->progressSocket(r.index);
+    } else if (r.kind == kCtrlInRef) {
+      readControl(peer);
+    } else if (events[i].events & (EPOLLERR | EPOLLHUP)) {
+      if (r.index == UINT32_MAX) {
+        readControl(peer);
+      } else {
+        dataEnded(peer, "connection reset");
+      }
+    } else if (events[i].events & EPOLLOUT) {
+      send_[r.peer]->progress();
+    }
+  }
+}
+
+void TcpTransport::readControl(TcpPeer& peer) {
+  for (;;) {
+    const ssize_t n = ::recv(peer.ctrlIn, peer.ctrlBuf + peer.ctrlGot,
+                             sizeof peer.ctrlBuf - peer.ctrlGot, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      if (!peer.ctrlEof) {
+        peer.ctrlEof = true;
+        if (peer.why.empty() || !peer.closed)
+          peer.why = n == 0 ? "it closed its connections without saying goodbye (did it crash?)"
+                            : std::string("connection error: ") + strerror(errno);
+        unwatch(peer, false, true);
+        noteDead(peer);
+      }
+      return;
+    }
+    peer.ctrlGot += static_cast<size_t>(n);
+    if (peer.ctrlGot < sizeof peer.ctrlBuf) continue;
+    peer.ctrlGot = 0;
+    tcp::FrameHeader h;
+    Status st = tcp::parseControlHeader(peer.ctrlBuf, sizeof peer.ctrlBuf, nranks_, &h);
+    if (!st.isOk()) {
+      malformed(peer, "malformed control message: " + st.message());
+      return;
+    }
+    if (h.type == static_cast<uint16_t>(tcp::FrameType::kAbort)) {
+      int expected = 0;
+      abortedBy_.compare_exchange_strong(expected, static_cast<int>(h.seq));
+    } else {
+      peer.closed = true;
+    }
+  }
+}
+
+void TcpTransport::sendControl(tcp::FrameType type, uint64_t seq) {
+  tcp::FrameHeader h{};
+  h.magic = tcp::kFrameMagic;
+  h.version = tcp::kWireVersion;
+  h.type = static_cast<uint16_t>(type);
+  h.seq = seq;
+  for (const TcpPeer& p : peers_) {
+    if (p.rank < 0 || p.ctrlOut < 0) continue;
+    // The control socket carries a few frames ever: its buffer has room.
+    (void)::send(p.ctrlOut, &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+void TcpTransport::poison(int byRank) {
+  std::lock_guard<std::mutex> lock(controlMu_);
+  int expected = 0;
+  abortedBy_.compare_exchange_strong(expected, byRank + 1);
+  sendControl(tcp::FrameType::kAbort, static_cast<uint64_t>(byRank) + 1);
+}
+
+void TcpTransport::markClosed() {
+  std::lock_guard<std::mutex> lock(controlMu_);
+  if (closedSent_) return;
+  closedSent_ = true;
+  sendControl(tcp::FrameType::kClose, 0);
+}
+
+TcpPeerState TcpTransport::peerState(int peer, std::string* why) const {
+  const TcpPeer& p = peers_[peer];
+  if (why != nullptr) *why = p.why;
+  if (p.rank < 0) return TcpPeerState::kAlive;
+  if (p.dead()) return TcpPeerState::kDead;
+  if (p.closed) return TcpPeerState::kClosed;
+  return TcpPeerState::kAlive;
+}
+
+}  // namespace weft

@@ -1,0 +1,196 @@
+// TCP transport between ranks that do not share memory (other hosts, other
+// network namespaces, or any rank with WEFT_SHM_DISABLE=1).
+//
+// Per ordered pair of ranks the sender opens `nsocks` data sockets and one
+// control socket to the receiver's listener. A channel has `slots` local
+// staging slots on each side: commit() queues a slot for the wire and the
+// receiver's slots are filled from the sockets. Slot number s travels on
+// data socket s % nsocks, so consecutive chunks go out on different sockets
+// in parallel (striping); each frame carries a checked header (wire.h).
+//
+// No helper threads: the sockets are non-blocking and move when a channel is
+// polled (tryAcquire/commit/tryPeek/drained move that channel's sockets), when
+// the algorithm idles (progress(): every pending send, and every socket epoll
+// reports ready) and when it naps (wait(): epoll_pwait2 instead of a sleep, so
+// arriving data wakes it at once).
+//
+// The control socket carries kAbort (this rank poisoned the communicator) and
+// kClose (this rank leaves normally). EOF or an error on any socket of a peer
+// without a kClose first means the peer died.
+//
+// MSG_ZEROCOPY is not used: on loopback and veth the kernel copies anyway
+// (the pages are not handed to a NIC), and completions cost an extra syscall
+// per send; for 256 KiB chunks a copy into the socket buffer is cheaper.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+struct epoll_event;
+
+#include "bootstrap/bootstrap.h"
+#include "transport/channel.h"
+#include "transport/tcp/wire.h"
+
+namespace weft {
+
+struct TcpOptions {
+  uint32_t nsocks = 2;           // WEFT_NSOCKS_PERTHREAD x WEFT_SOCKET_NTHREADS
+  uint32_t slots = 8;            // WEFT_TCP_SLOTS: chunks in flight per peer and direction
+  size_t slotBytes = 256 << 10;  // the communicator's chunk size
+  int bufBytes = 0;  // WEFT_SOCKET_BUF_BYTES: SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+  static TcpOptions fromEnv(size_t slotBytes);
+};
+
+class TcpTransport;
+
+// What the transport knows about one remote peer.
+struct TcpPeer {
+  int rank = -1;
+  std::vector<int> sendFds;  // data sockets we send on
+  std::vector<int> recvFds;  // data sockets we receive on
+  int ctrlOut = -1;          // we send control frames here
+  int ctrlIn = -1;           // the peer's control frames arrive here
+  bool closed = false;       // the peer said kClose: it leaves normally
+  bool dataEof = false;      // EOF or an error on a data socket: stop using them
+  bool ctrlEof = false;      // EOF or an error on its control socket
+  bool malformed = false;    // it sent something that is not weft's protocol
+  std::string why;           // what happened
+  bool stopped() const { return dataEof || malformed; }
+  bool dead() const { return malformed || (ctrlEof && !closed); }
+  unsigned char ctrlBuf[sizeof(tcp::FrameHeader)] = {};
+  size_t ctrlGot = 0;
+};
+
+class TcpSendChannel final : public SendChannel {
+ public:
+  TcpSendChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions& o);
+  void* tryAcquire() override;
+  void commit(size_t bytes) override;
+  size_t slotBytes() const override { return slotBytes_; }
+  bool drained() override;
+  bool ok() const { return buf_ != nullptr; }
+  // Writes what the sockets take; true if any byte moved.
+  bool progress();
+  bool pending() const;
+
+ private:
+  struct Sock {
+    uint64_t nextSeq;    // the slot this socket sends next
+    size_t offset = 0;   // bytes of header + payload of nextSeq already sent
+    bool armed = false;  // registered for EPOLLOUT
+  };
+  bool slotFree(uint64_t seq) const;
+  TcpTransport& t_;
+  TcpPeer& peer_;
+  uint32_t nslots_, nsocks_;
+  size_t slotBytes_;
+  std::unique_ptr<char[]> buf_;
+  std::vector<tcp::FrameHeader> headers_;  // per slot
+  std::vector<Sock> socks_;
+  uint64_t head_ = 0;  // next slot to hand out
+};
+
+class TcpRecvChannel final : public RecvChannel {
+ public:
+  TcpRecvChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions& o);
+  const void* tryPeek(size_t* bytes) override;
+  void release() override;
+  bool ok() const { return buf_ != nullptr; }
+  // Reads what socket k has for the free slots; true if any byte moved.
+  bool progressSocket(uint32_t k);
+  bool progress();
+
+ private:
+  struct Sock {
+    uint64_t nextSeq;  // the slot being filled from this socket
+    bool inPayload = false;
+    size_t got = 0;  // bytes of the header or payload read so far
+    unsigned char header[sizeof(tcp::FrameHeader)] = {};
+    size_t payload = 0;
+    bool ended = false;  // EOF or error: nothing more comes on it
+  };
+  bool filled(uint64_t seq) const { return socks_[seq % nsocks_].nextSeq > seq; }
+  TcpTransport& t_;
+  TcpPeer& peer_;
+  uint32_t nslots_, nsocks_;
+  size_t slotBytes_;
+  std::unique_ptr<char[]> buf_;
+  std::vector<size_t> bytes_;  // per slot
+  std::vector<Sock> socks_;
+  uint64_t tail_ = 0;  // next slot to read
+};
+
+enum class TcpPeerState { kAlive, kClosed, kDead };
+
+class TcpTransport {
+ public:
+  // Collective over the bootstrap: every rank calls it. `remote[p]` says
+  // whether peer p is reached over TCP (symmetric across ranks).
+  static Status create(Bootstrap& bootstrap, const TcpOptions& options,
+                       const std::vector<bool>& remote, const net::SockAddr& listenAt,
+                       std::unique_ptr<TcpTransport>* out);
+  ~TcpTransport();
+
+  SendChannel& sendTo(int peer) { return *send_[peer]; }
+  RecvChannel& recvFrom(int peer) { return *recv_[peer]; }
+  const net::SockAddr& listenAddress() const { return listenAddr_; }
+
+  // Moves pending sends and every socket epoll reports ready; true if
+  // anything moved. Only the thread running collectives calls it.
+  bool progress();
+  // Blocks up to ns nanoseconds for socket activity, then progresses.
+  void wait(long ns);
+  bool pendingSends() const;
+
+  int abortedBy() const { return abortedBy_.load(std::memory_order_acquire); }
+  // Cheap: true once some peer died (EOF without kClose) or sent garbage.
+  bool anyPeerDead() const { return anyDead_.load(std::memory_order_acquire); }
+  // Sends kAbort to every peer (any thread).
+  void poison(int byRank);
+  // Sends kClose to every peer.
+  void markClosed();
+  TcpPeerState peerState(int peer, std::string* why) const;
+
+  // Used by the channels.
+  // A data socket of `peer` ended or failed: whether the peer left normally
+  // or died is decided by its control socket.
+  void dataEnded(TcpPeer& peer, const std::string& why);
+  void malformed(TcpPeer& peer, const std::string& why);
+  void recvSocketEnded(TcpPeer& peer, int fd, const std::string& why);
+  void armWrite(int fd, bool on);
+
+ private:
+  TcpTransport() = default;
+  void handleEvents(const ::epoll_event* events, int n);
+  void noteDead(TcpPeer& peer);
+  void unwatch(TcpPeer& peer, bool data, bool control);
+  void readControl(TcpPeer& peer);
+  void sendControl(tcp::FrameType type, uint64_t seq);
+
+  struct FdRef {
+    int kind;  // 0 listener, 1 recv data, 2 control in, 3 send data / control out
+    int peer;
+    uint32_t index;
+  };
+  int rank_ = 0;
+  int nranks_ = 0;
+  int epfd_ = -1;
+  net::Socket listener_;
+  net::SockAddr listenAddr_;
+  std::vector<TcpPeer> peers_;  // [rank]; rank < 0 for peers not on TCP
+  std::vector<FdRef> fdRefs_;   // epoll data.u64 indexes this
+  std::vector<std::unique_ptr<TcpSendChannel>> send_;
+  std::vector<std::unique_ptr<TcpRecvChannel>> recv_;
+  std::vector<TcpSendChannel*> sendList_;
+  std::atomic<int> abortedBy_{0};
+  std::atomic<bool> anyDead_{false};
+  std::mutex controlMu_;  // control frames may be sent from an aborting thread
+  bool closedSent_ = false;
+};
+
+}  // namespace weft

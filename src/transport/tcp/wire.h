@@ -1,0 +1,77 @@
+// What travels on weft's TCP connections, and the pure functions that check
+// it. Everything here parses bytes that arrive from outside the job, so it
+// never trusts a length or an index: the fuzz target tests/fuzz/
+// fuzz_tcp_header.cc feeds it arbitrary bytes.
+//
+// A connection starts with a Hello from the connecting (sending) rank:
+// magic, version, the kind of connection (data socket k, or control), the
+// two ranks, and a token derived from the communicator's secret. After it:
+//  - a data socket carries frames { FrameHeader, payload } in one direction;
+//    slot number s of the channel travels on socket s % nsocks, so each
+//    socket's sequence numbers step by nsocks;
+//  - the control socket carries payload-less frames: kAbort (the sender
+//    poisoned the communicator) and kClose (it leaves normally).
+// All integers are little-endian (every supported host is).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/status.h"
+
+namespace weft::tcp {
+
+constexpr uint32_t kHelloMagic = 0x6c6c6568;  // "hell"
+constexpr uint32_t kFrameMagic = 0x6d617266;  // "fram"
+constexpr uint16_t kWireVersion = 1;
+
+enum class ConnKind : uint16_t { kData = 1, kControl = 2 };
+enum class FrameType : uint16_t { kData = 1, kAbort = 2, kClose = 3 };
+
+struct Hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t kind;  // ConnKind
+  int32_t fromRank;
+  int32_t toRank;
+  uint32_t socketIndex;  // data: which of the peer's nsocks sockets
+  uint32_t nsocks;       // data sockets per direction the sender uses
+  uint64_t token;
+};
+static_assert(sizeof(Hello) == 32);
+
+struct FrameHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;  // FrameType
+  uint64_t seq;   // data: the channel's slot number; abort: 1 + the rank that poisoned
+  uint64_t bytes;
+};
+static_assert(sizeof(FrameHeader) == 24);
+
+// The token a connection presents: a keyed hash of the communicator's secret,
+// so the secret itself never travels on the transport's sockets.
+uint64_t connectionToken(uint64_t secret);
+
+// What the accepting rank expects of a Hello.
+struct HelloExpect {
+  int32_t selfRank;
+  int32_t nranks;
+  uint32_t nsocks;
+  uint64_t token;
+};
+
+// Checks a received Hello (exactly `len` bytes at `data`). On success *out
+// holds it; any mismatch (short, magic, version, token, ranks out of range,
+// socket index) is an error that names the field.
+Status parseHello(const void* data, size_t len, const HelloExpect& expect, Hello* out);
+
+// Checks a data frame header on a data socket: `expectSeq` is the slot
+// number due next on this socket and maxBytes the slot size.
+Status parseDataHeader(const void* data, size_t len, uint64_t expectSeq, size_t maxBytes,
+                       FrameHeader* out);
+
+// Checks a control frame header; abort frames carry 1 + a rank < nranks in seq.
+Status parseControlHeader(const void* data, size_t len, int nranks, FrameHeader* out);
+
+}  // namespace weft::tcp
