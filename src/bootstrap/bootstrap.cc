@@ -229,6 +229,7 @@ Status Bootstrap::create(const net::SockAddr& root, uint64_t secret, int rank, i
   WEFT_RETURN_IF_ERROR(
       net::recvAll(toRootService, b->peers_.data(), nranks * sizeof(PeerInfo), deadline));
   WEFT_RETURN_IF_ERROR(b->connectStar(listener));
+  b->listener_ = std::move(listener);
   *out = std::move(b);
   return Status::ok();
 }
@@ -285,6 +286,17 @@ Status Bootstrap::allGather(void* data, size_t bytes) {
   for (int r = 1; r < nranks_; ++r)
     WEFT_RETURN_IF_ERROR(net::sendAll(ranks_[r], base, bytes * nranks_, deadline));
   return Status::ok();
+}
+
+Status Bootstrap::serveRendezvous(uint64_t secret) {
+  const int fd = ::fcntl(listener_.fd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return makeError(weftSystemError, "cannot reuse the bootstrap listener");
+  std::thread(serveRoot, net::Socket(fd), secret).detach();
+  return Status::ok();
+}
+
+net::SockAddr Bootstrap::listenerOf(int rank) const {
+  return toSockAddr(peers_[rank].addr, peers_[rank].addrLen);
 }
 
 Status Bootstrap::barrier() {
