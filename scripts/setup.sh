@@ -13,6 +13,7 @@ packages=(
   openmpi-bin libopenmpi-dev                      # mpirun, Open MPI peer benchmark
   python3                                         # perf/compare
   clang-format                                    # formatting
+  clang-14 libclang-rt-14-dev                     # libFuzzer targets (scripts/fuzz.sh)
   iproute2 procps                                 # ip netns (multi-host tests), ps/pgrep
 )
 

@@ -26,9 +26,14 @@ std::string opText(int32_t op) {
 }
 
 std::string describe(const CallFingerprint& f) {
-  std::string s = collName(static_cast<CollKind>(f.kind));
+  // The table came from peers: range-check before turning ints into enums.
+  const bool kindOk = f.kind >= 0 && f.kind <= static_cast<int32_t>(CollKind::Recv);
+  const bool dtypeOk = f.dtype >= 0 && f.dtype < weftNumTypes;
+  std::string s =
+      kindOk ? collName(static_cast<CollKind>(f.kind)) : "kind#" + std::to_string(f.kind);
   s += " count " + std::to_string(f.count) + " dtype " +
-       dtypeName(static_cast<weftDataType_t>(f.dtype));
+       (dtypeOk ? std::string(dtypeName(static_cast<weftDataType_t>(f.dtype)))
+                : "#" + std::to_string(f.dtype));
   if (f.op >= 0) s += " op " + opText(f.op);
   if (f.root >= 0) s += " root " + std::to_string(f.root);
   return s;
