@@ -14,6 +14,7 @@ packages=(
   libgloo-dev                                     # Gloo peer benchmark (TCP)
   python3                                         # perf/compare
   clang-format                                    # formatting
+  clang-14 libclang-rt-14-dev                     # libFuzzer targets (scripts/fuzz.sh)
   iproute2 procps                                 # ip netns (multi-host tests), ps/pgrep
   iperf3                                          # raw TCP baseline (perf/netns-bench.sh)
 )

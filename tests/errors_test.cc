@@ -524,6 +524,7 @@ TEST_P(Failures, CollectiveTimeout) {
   RankSignal timedOut, sawTimeout;
   RunOptions opts;
   opts.timeout = std::chrono::seconds(60);
+  opts.env = {{"WEFT_FLIGHT_RECORDS", "0"}};  // no flight records left in /tmp
   runRanksRaw(
       n,
       [&](const RankContext& ctx) {

@@ -133,6 +133,19 @@ weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newc
 weftResult_t weftCommFinalize(weftComm_t comm);
 weftResult_t weftCommDestroy(weftComm_t comm);
 weftResult_t weftCommAbort(weftComm_t comm);
+/* Shrink, as NCCL 2.27's ncclCommShrink: every rank of comm that is not in
+ * excludeRanksList calls it with the same list and gets a communicator of the
+ * survivors (ranks renumbered in order). It works after excluded ranks died:
+ * it needs nothing from them. WEFT_SHRINK_ABORT first stops work still
+ * pending on comm. comm itself stays to be destroyed or aborted. */
+#define WEFT_SHRINK_DEFAULT 0x00
+#define WEFT_SHRINK_ABORT 0x01
+weftResult_t weftCommShrink(weftComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            weftComm_t* newcomm, weftConfig_t* config, int shrinkFlags);
+/* Writes this rank's flight record of comm (the last WEFT_FLIGHT_RECORDS
+ * collectives) as JSON into dir (NULL: WEFT_FLIGHT_DIR, default /tmp), as a
+ * timeout or SIGUSR1 does; tools/weft-hang merges the ranks' files. */
+weftResult_t weftCommDumpFlightRecord(weftComm_t comm, const char* dir);
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
 weftResult_t weftCommCount(const weftComm_t comm, int* count);
 weftResult_t weftCommUserRank(const weftComm_t comm, int* rank);

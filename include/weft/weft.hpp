@@ -63,6 +63,11 @@ class Work {
   // As wait(), but gives up after timeout and returns false (the collective
   // keeps running; wait again or abort the communicator).
   bool wait(std::chrono::milliseconds timeout);
+  // Gives this collective its own timeout, counted from now: if it has not
+  // finished by then it fails with weftTimeout (weft::Error from wait), on
+  // every rank, as the communicator's timeout would. Unlike wait(timeout),
+  // which only stops waiting, this ends the collective.
+  void setTimeout(std::chrono::milliseconds timeout);
   // weftSuccess, weftInProgress, or the error the collective ended with.
   weftResult_t status() const;
 

@@ -70,13 +70,18 @@ class Progress {
  public:
   explicit Progress(HealthMonitor& health) : health_(health) {}
   // Call after a pass over the channels that moved something.
-  void made() { idleRounds_ = 0; }
+  void made() {
+    idleRounds_ = 0;
+    failureSeen_ = false;
+  }
   // Call after a pass that moved nothing. Returns an error to give up with.
   Status idle();
 
  private:
   HealthMonitor& health_;
   uint32_t idleRounds_ = 0;
+  // A failure was seen and one more pass was granted (see idle()).
+  bool failureSeen_ = false;
 };
 
 class CollContext {

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <cstring>
+#include <utility>
 
 #include "algorithms/coll.h"
 #include "algorithms/detail.h"
@@ -46,7 +47,11 @@ Status Progress::idle() {
   const uint32_t round = idleRounds_;
   if (idleRounds_ != UINT32_MAX) ++idleRounds_;
   health_.poll();
-  if (health_.failed()) {
+  // A peer may abort right after finishing its part: over TCP its abort
+  // frame can overtake data it sent before on another socket. So the
+  // collective gives up only once a pass after seeing the failure moved
+  // nothing; what already arrived is still used.
+  if (health_.failed() && std::exchange(failureSeen_, true)) {
     Status s = health_.check();
     if (!s.isOk()) return s;
     return makeError(weftRemoteError, "collective abandoned: the communicator has failed");

@@ -159,6 +159,15 @@ Selection parse(const std::string& spec) {
   return sel;
 }
 
+}  // namespace
+
+std::vector<uint32_t> parseAlgoSpec(const std::string& spec) {
+  const Selection sel = parse(spec);
+  return std::vector<uint32_t>(std::begin(sel.allowed), std::end(sel.allowed));
+}
+
+namespace {
+
 std::atomic<Selection*> gSelection{nullptr};
 
 const Selection& selection() {

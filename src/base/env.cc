@@ -1,6 +1,7 @@
 #include "base/env.h"
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -47,7 +48,11 @@ int64_t envInt(const char* name, int64_t fallback) {
 }
 
 std::optional<uint64_t> parseBytes(const std::string& text) {
-  if (text.empty()) return std::nullopt;
+  // Digits first: strtoull would also take blanks and a sign (" -1" wraps
+  // around to a huge size), and c_str() would stop at an embedded NUL.
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+      text.find('\0') != std::string::npos)
+    return std::nullopt;
   errno = 0;
   char* end = nullptr;
   const unsigned long long base = std::strtoull(text.c_str(), &end, 10);

@@ -51,6 +51,13 @@ class Bootstrap {
   Status allGather(void* data, size_t bytes);
   Status barrier();
 
+  // Serves one more rendezvous (as startBootstrapRoot does) on this rank's
+  // own listener, whose address every rank knows from peers(): how the
+  // survivors of a failed communicator meet again without rank 0.
+  Status serveRendezvous(uint64_t secret);
+  // The address of `rank`'s listener.
+  net::SockAddr listenerOf(int rank) const;
+
  private:
   Bootstrap() = default;
   Status connectStar(const net::Socket& listener);
@@ -58,6 +65,7 @@ class Bootstrap {
   int nranks_ = 0;
   uint64_t secret_ = 0;
   std::vector<PeerInfo> peers_;
+  net::Socket listener_;            // kept open for serveRendezvous
   net::Socket toRoot_;              // ranks > 0: connection to rank 0
   std::vector<net::Socket> ranks_;  // rank 0: connection to each rank
 };

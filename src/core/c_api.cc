@@ -238,6 +238,23 @@ weftResult_t weftCommAbort(weftComm_t comm) {
   });
 }
 
+weftResult_t weftCommShrink(weftComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            weftComm_t* newcomm, weftConfig_t* config, int shrinkFlags) {
+  return guarded([&]() -> Status {
+    if (newcomm == nullptr) return Status(weftInvalidArgument, "newcomm is NULL");
+    *newcomm = nullptr;
+    WEFT_RETURN_IF_ERROR(checkComm(comm));
+    return commShrink(comm, excludeRanksList, excludeRanksCount, config, shrinkFlags, newcomm);
+  });
+}
+
+weftResult_t weftCommDumpFlightRecord(weftComm_t comm, const char* dir) {
+  return guarded([&]() -> Status {
+    WEFT_RETURN_IF_ERROR(checkComm(comm));
+    return comm->flight->dump(dir, "api");
+  });
+}
+
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
   return guarded([&]() -> Status {
     if (asyncError == nullptr) return Status(weftInvalidArgument, "asyncError is NULL");

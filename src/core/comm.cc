@@ -13,6 +13,7 @@
 #include "base/dtype.h"
 #include "base/env.h"
 #include "base/log.h"
+#include "core/check.h"
 
 namespace weft {
 namespace {
@@ -45,19 +46,30 @@ bool isReducing(CollKind kind) {
   return kind == CollKind::AllReduce || kind == CollKind::Reduce || kind == CollKind::ReduceScatter;
 }
 
-Status runColl(weftComm* comm, CollCall& call) {
+Status runColl(weftComm* comm, CollCall& call, const std::atomic<int64_t>* deadline) {
   CollArgs& args = call.args;
-  if (isReducing(args.kind))
-    WEFT_RETURN_IF_ERROR(resolveOp(comm, call.rawOp, args.dtype, &args.op));
+  if (call.flightSeq == 0) call.flightSeq = comm->flight->post(args, call.rawOp);
+  comm->collSeq = call.flightSeq;
+  if (isReducing(args.kind)) {
+    Status st = resolveOp(comm, call.rawOp, args.dtype, &args.op);
+    if (!st.isOk()) comm->flight->finish(call.flightSeq, false, st);
+    WEFT_RETURN_IF_ERROR(st);
+  }
   const Algorithm& alg = selectAlgorithm(args, comm->context);
-  ++comm->collSeq;
   WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s",
             static_cast<unsigned long long>(comm->collSeq), collName(args.kind), args.count,
             dtypeName(args.dtype), args.root, alg.name);
-  comm->health.beginCollective();
-  Status st = alg.run(comm->context, args);
+  comm->health.beginCollective(deadline);
+  comm->flight->start(call.flightSeq, false, alg.name);
+  bool mismatch = false;
+  Status st =
+      comm->checkCalls ? checkCallMatches(comm, call, comm->collSeq, &mismatch) : Status::ok();
+  if (st.isOk()) st = alg.run(comm->context, args);
   if (st.isOk()) st = comm->transport->flush([comm] { return comm->health.check(); });
-  if (!st.isOk()) commFail(comm, st);
+  // A mismatch found by WEFT_CHECK is seen alike by every rank before any
+  // data moved: the communicator stays usable.
+  if (!st.isOk() && !mismatch) commFail(comm, st);
+  comm->flight->finish(call.flightSeq, false, st);
   return st;
 }
 
@@ -83,22 +95,61 @@ void CommHealth::park(long ns) {
   comm_.transport->park(ns);
 }
 
-void CommHealth::beginCollective() {
+void CommHealth::beginCollective(const std::atomic<int64_t>* workDeadline) {
   const auto now = std::chrono::steady_clock::now();
   deadline_ = now + std::chrono::milliseconds(comm_.timeoutMs);
   nextPeerCheck_ = now + std::chrono::milliseconds(10);
   peerLeftSince_ = {};
+  workDeadline_ = workDeadline;
+}
+
+Status CommHealth::timedOut(const char* what, int64_t ms) {
+  const std::string limit = ms >= 0 ? " of " + std::to_string(ms) + " ms" : "";
+  Status st = makeError(weftTimeout,
+                        "collective #%llu did not finish within %s%s: a rank did not call it, "
+                        "or called a different one (the flight records in WEFT_FLIGHT_DIR, "
+                        "merged by tools/weft-hang, say which)",
+                        static_cast<unsigned long long>(comm_.collSeq), what, limit.c_str());
+  if (!dumped_) {
+    dumped_ = true;
+    (void)comm_.flight->dump(nullptr, "timeout");
+  }
+  return st;
+}
+
+void CommHealth::noteWaiting() {
+  int32_t peers[FlightEntry::kMaxWaiting];
+  int n = 0;
+  for (int p = 0; p < comm_.nranks; ++p) {
+    if (p == comm_.rank) continue;
+    if (!comm_.context.sendTo(p).stalled() && !comm_.context.recvFrom(p).stalled()) continue;
+    if (n < FlightEntry::kMaxWaiting) peers[n] = p;
+    ++n;
+  }
+  comm_.flight->setWaiting(peers, n);
 }
 
 Status CommHealth::check() {
   if (comm_.aborting.load()) return Status(weftInvalidUsage, "the communicator was aborted");
   if (const int by = comm_.transport->abortedBy()) {
     if (by - 1 == comm_.rank && comm_.asyncError.load() != weftSuccess) return stickyError(&comm_);
+    if (comm_.transport->abortCode() == weftTimeout) {
+      // Every live rank answers a timeout with weftTimeout, and records why.
+      if (!dumped_) {
+        dumped_ = true;
+        (void)comm_.flight->dump(nullptr, "peer-timeout");
+      }
+      return makeError(weftTimeout,
+                       "rank %d timed out in collective #%llu, so this rank stopped waiting "
+                       "too; abort this communicator and create a new one",
+                       by - 1, static_cast<unsigned long long>(comm_.collSeq));
+    }
     return makeError(weftRemoteError,
                      "rank %d stopped the communicator (it aborted, or a collective failed "
                      "there); abort this communicator and create a new one",
                      by - 1);
   }
+  noteWaiting();
   const auto now = std::chrono::steady_clock::now();
   if (now >= nextPeerCheck_) {
     nextPeerCheck_ = now + std::chrono::milliseconds(10);
@@ -121,11 +172,13 @@ Status CommHealth::check() {
     }
   }
   if (comm_.timeoutMs > 0 && now >= deadline_)
-    return makeError(weftTimeout,
-                     "collective #%llu did not finish within the timeout of %lld ms "
-                     "(WEFT_TIMEOUT_MS): a rank did not call it, or called a different one",
-                     static_cast<unsigned long long>(comm_.collSeq),
-                     static_cast<long long>(comm_.timeoutMs));
+    return timedOut("the communicator's timeout (WEFT_TIMEOUT_MS)", comm_.timeoutMs);
+  if (workDeadline_ != nullptr) {
+    const int64_t ns = workDeadline_->load(std::memory_order_relaxed);
+    if (ns != 0 &&
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count() >= ns)
+      return timedOut("the work handle's timeout (Work::setTimeout)", -1);
+  }
   return Status::ok();
 }
 
@@ -170,7 +223,7 @@ void commFail(weftComm* comm, const Status& st) {
     if (comm->asyncError.compare_exchange_strong(expected, st.code()))
       comm->errorMessage = st.message();
   }
-  if (comm->transport) comm->transport->poison(comm->rank);
+  if (comm->transport) comm->transport->poison(comm->rank, st.code());
   WEFT_WARN(kLogColl, "rank %d: %s", comm->rank, st.message().c_str());
 }
 
@@ -232,23 +285,38 @@ std::shared_ptr<WorkState> postTask(weftComm* comm, Task task) {
   auto work = std::make_shared<WorkState>();
   work->comm = comm;
   work->task = std::move(task);
+  work->task.deadline = &work->deadlineNs;
+  for (CollCall& call : work->task.colls)
+    call.flightSeq = comm->flight->post(call.args, call.rawOp);
+  if (!work->task.p2p.empty()) {
+    uint64_t bytes = 0;
+    for (const P2POp& op : work->task.p2p) bytes += op.bytes;
+    work->task.p2pFlightSeq = comm->flight->postP2P(bytes, static_cast<int>(work->task.p2p.size()));
+  }
   comm->engine->post(work);
   return work;
 }
 
 Status commRunCall(weftComm* comm, CollCall& call) {
   if (comm->asyncError.load() != weftSuccess) return stickyError(comm);
-  return runColl(comm, call);
+  return runColl(comm, call, nullptr);
 }
 
 Status commRunTask(weftComm* comm, Task& task) {
   if (comm->asyncError.load() != weftSuccess) return stickyError(comm);
-  for (CollCall& call : task.colls) WEFT_RETURN_IF_ERROR(runColl(comm, call));
+  for (CollCall& call : task.colls) WEFT_RETURN_IF_ERROR(runColl(comm, call, task.deadline));
   if (!task.p2p.empty()) {
-    comm->health.beginCollective();
+    if (task.p2pFlightSeq == 0) {
+      uint64_t bytes = 0;
+      for (const P2POp& op : task.p2p) bytes += op.bytes;
+      task.p2pFlightSeq = comm->flight->postP2P(bytes, static_cast<int>(task.p2p.size()));
+    }
+    comm->health.beginCollective(task.deadline);
+    comm->flight->start(task.p2pFlightSeq, true, "p2p");
     Status st = runP2P(comm->context, task.p2p);
     if (st.isOk()) st = comm->transport->flush([comm] { return comm->health.check(); });
     if (!st.isOk()) commFail(comm, st);
+    comm->flight->finish(task.p2pFlightSeq, true, st);
     return st;
   }
   return Status::ok();
@@ -274,6 +342,15 @@ Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t
   WEFT_RETURN_IF_ERROR(Bootstrap::create(root, secret, rank, nranks, &comm->bootstrap));
   comm->peers = comm->bootstrap->peers();
   WEFT_RETURN_IF_ERROR(Transports::create(*comm->bootstrap, &comm->transport));
+  // Names this communicator's flight records alike on every rank, without
+  // giving the secret away.
+  comm->commId = (secret ^ 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+  comm->commId ^= comm->commId >> 29;
+  comm->flight = std::make_shared<FlightRecorder>(flightCapacityFromEnv(), comm->commId, comm->name,
+                                                  rank, nranks);
+  flightRegister(comm->flight);
+  flightInstallSignal();
+  comm->checkCalls = checkEnabledFromEnv();
   weftComm* raw = comm.get();
   comm->engine = std::make_unique<Engine>([raw](Task& task) { return commRunTask(raw, task); });
   setLogRank(rank);
@@ -440,6 +517,7 @@ void commDestroy(weftComm* comm) {
   }
   if (comm->transport && !comm->aborting.load()) comm->transport->markClosed();
   comm->magic.store(weftComm::kDead);
+  if (comm->flight) flightUnregister(comm->flight.get());
   comm->engine.reset();
   comm->transport.reset();
   comm->bootstrap.reset();

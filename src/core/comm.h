@@ -11,6 +11,7 @@
 #include "algorithms/coll.h"
 #include "bootstrap/bootstrap.h"
 #include "core/engine.h"
+#include "core/flight_recorder.h"
 #include "core/work.h"
 #include "transport/transport.h"
 
@@ -31,10 +32,15 @@ class CommHealth final : public HealthMonitor {
   Status check() override;
   void poll() override;
   void park(long ns) override;
-  void beginCollective();
+  // workDeadline: the work handle's own deadline, if any (Task::deadline).
+  void beginCollective(const std::atomic<int64_t>* workDeadline = nullptr);
 
  private:
+  Status timedOut(const char* what, int64_t ms);
+  void noteWaiting();  // the flight recorder's "waiting on"
   weftComm& comm_;
+  const std::atomic<int64_t>* workDeadline_ = nullptr;
+  bool dumped_ = false;  // this failure's flight record is written
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::time_point nextPeerCheck_{};
   // When this collective first found a peer that had left normally; such a
@@ -74,7 +80,11 @@ struct weftComm {
   weft::CommHealth health{*this};
   weft::CommContext context{*this};
   std::unique_ptr<weft::Engine> engine;
-  uint64_t collSeq = 0;  // collectives run so far (logging)
+  uint64_t collSeq = 0;  // seq of the collective running or last run
+  uint64_t commId = 0;   // same on every rank (names flight records)
+  std::shared_ptr<weft::FlightRecorder> flight;
+  bool checkCalls = false;  // WEFT_CHECK: compare call fingerprints first
+  uint64_t shrinks = 0;     // weftCommShrink calls so far (each gets its own secret)
 
   std::atomic<bool> aborting{false};
   std::atomic<int> asyncError{weftSuccess};
@@ -92,6 +102,9 @@ Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t
                 weftComm** out);
 Status commInitFromEnv(const weftConfig_t* config, weftComm** out);
 Status commSplit(weftComm* comm, int color, int key, const weftConfig_t* config, weftComm** out);
+// The survivors of comm without excludeRanks (shrink.cc); needs no excluded rank.
+Status commShrink(weftComm* comm, const int* excludeRanks, int nExclude, const weftConfig_t* config,
+                  int flags, weftComm** out);
 Status commFinalize(weftComm* comm);
 // Frees everything but the handle, which stays known as dead so that later
 // calls on it get a clear error instead of touching freed memory.

@@ -58,6 +58,14 @@ bool Work::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
+void Work::setTimeout(std::chrono::milliseconds timeout) {
+  if (!state_) return;
+  const auto at = std::chrono::steady_clock::now() + timeout;
+  state_->deadlineNs.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count(),
+      std::memory_order_relaxed);
+}
+
 weftResult_t Work::status() const {
   if (!state_) return weftSuccess;
   if (!state_->done.load(std::memory_order_acquire)) return weftInProgress;

@@ -18,18 +18,25 @@ struct CollCall {
   CollArgs args;
   // The op as the caller passed it, kept as an int: a C caller may pass any
   // value, and loading an out-of-range enum is undefined behaviour.
-  int rawOp = weftSum;  // resolved when the call runs (PreMulSum scalars)
+  int rawOp = weftSum;     // resolved when the call runs (PreMulSum scalars)
+  uint64_t flightSeq = 0;  // its flight-recorder entry, once posted (0: not yet)
 };
 
 struct Task {
   std::vector<CollCall> colls;  // run in order
   std::vector<P2POp> p2p;       // then progressed together
+  uint64_t p2pFlightSeq = 0;    // the p2p group's flight-recorder entry (0: not yet)
+  // The work handle's own deadline (WorkState::deadlineNs), if it has one.
+  const std::atomic<int64_t>* deadline = nullptr;
 };
 
 struct WorkState {
   weftComm* comm = nullptr;
   Task task;
   std::atomic<bool> done{false};
+  // Per-handle timeout (Work::setTimeout): steady-clock nanoseconds after
+  // which the running collective fails with weftTimeout; 0 = none.
+  std::atomic<int64_t> deadlineNs{0};
   Status result;  // valid once done
   std::mutex mu;
   std::condition_variable cv;

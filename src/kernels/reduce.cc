@@ -2,6 +2,10 @@
 // per call. The kernels themselves are in simd_impl.h.
 #include "kernels/reduce.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "base/env.h"
 
 #include <atomic>
@@ -26,6 +30,15 @@ const KernelTable* tableFor(Isa isa) {
   return nullptr;
 }
 
+#if defined(__x86_64__)
+// F16C from CPUID leaf 1 (ECX bit 29): clang before 16 has no "f16c" for
+// __builtin_cpu_supports, and the fuzz targets build with clang 14.
+bool hasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
 bool cpuRuns(Isa isa) {
 #if defined(__x86_64__)
   // libgcc's checks include the OS (XCR0) state for AVX and AVX-512.
@@ -33,7 +46,7 @@ bool cpuRuns(Isa isa) {
     case Isa::Generic:
       return true;
     case Isa::Avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && hasF16c();
     case Isa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");

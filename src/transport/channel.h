@@ -34,6 +34,15 @@ class SendChannel {
   virtual void publish(const void* src, size_t bytes) {}
   // True once the receiver has released every slot committed so far.
   virtual bool drained() = 0;
+
+  // True when the last tryAcquire()/drained() found the receiver behind: the
+  // flight recorder's "waiting on" (read on the slow path only). A transport
+  // that does not set it just reports no peers.
+  bool stalled() const { return stalled_; }
+  void clearStalled() { stalled_ = false; }
+
+ protected:
+  bool stalled_ = false;
 };
 
 class RecvChannel {
@@ -53,6 +62,13 @@ class RecvChannel {
   virtual Status readPublished(void* dst, size_t offset, size_t bytes) {
     return Status(weftInternalError, "this channel has no single-copy path");
   }
+
+  // True when the last tryPeek() found nothing (see SendChannel::stalled).
+  bool stalled() const { return stalled_; }
+  void clearStalled() { stalled_ = false; }
+
+ protected:
+  bool stalled_ = false;
 };
 
 }  // namespace weft

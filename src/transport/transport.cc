@@ -112,11 +112,21 @@ int Transports::abortedBy() const {
   return 0;
 }
 
-void Transports::poison(int byRank) {
+weftResult_t Transports::abortCode() const {
+  // The same order as abortedBy(): the reason of the poisoning it reports.
+  if (abortedBy_.load(std::memory_order_acquire))
+    return static_cast<weftResult_t>(abortCode_.load(std::memory_order_acquire));
+  if (shm_ && shm_->abortedBy()) return shm_->abortCode();
+  if (tcp_ && tcp_->abortedBy()) return tcp_->abortCode();
+  return weftSuccess;
+}
+
+void Transports::poison(int byRank, weftResult_t why) {
   int expected = 0;
-  abortedBy_.compare_exchange_strong(expected, byRank + 1);
-  if (shm_) shm_->poison(byRank);
-  if (tcp_) tcp_->poison(byRank);
+  if (abortedBy_.compare_exchange_strong(expected, byRank + 1))
+    abortCode_.store(why, std::memory_order_release);
+  if (shm_) shm_->poison(byRank, why);
+  if (tcp_) tcp_->poison(byRank, why);
 }
 
 void Transports::markClosed() {

@@ -44,8 +44,10 @@ class Transports {
 
   // 1 + the rank that poisoned the communicator, or 0.
   int abortedBy() const;
+  // Why it was poisoned (weftTimeout, weftRemoteError, ...); weftSuccess if not.
+  weftResult_t abortCode() const;
   // Tells every peer (and this rank) to stop; any thread.
-  void poison(int byRank);
+  void poison(int byRank, weftResult_t why = weftRemoteError);
   // This rank leaves normally.
   void markClosed();
   // Cheap: a peer is known dead (without asking the OS).
@@ -76,6 +78,7 @@ class Transports {
   std::vector<SendChannel*> send_;
   std::vector<RecvChannel*> recv_;
   std::atomic<int> abortedBy_{0};
+  std::atomic<int> abortCode_{weftSuccess};
 };
 
 }  // namespace weft

@@ -35,9 +35,13 @@ struct PublishedRef {
 // A word every process can read in its peers to test cross-memory attach.
 volatile uint64_t crossMemoryProbe = 0;
 
+// The abort word: 0, or (reason << 24) | (1 + the rank that poisoned).
+constexpr uint32_t kAbortRankMask = (1u << 24) - 1;
+constexpr int kAbortCodeShift = 24;
+
 struct SegmentHeader {
   uint64_t magic;
-  std::atomic<uint32_t> abortedBy;  // 0, or 1 + the rank that poisoned
+  std::atomic<uint32_t> abortedBy;  // the abort word
   std::atomic<uint32_t> closed;     // the owner destroyed its communicator normally
 };
 }  // namespace
@@ -107,7 +111,8 @@ ShmSendChannel::ShmSendChannel(ShmFifo* fifo, char* slots, uint32_t nslots, size
 void* ShmSendChannel::tryAcquire() {
   if (head_ - tailSeen_ >= nslots_) {
     tailSeen_ = fifo_->tail.load(std::memory_order_acquire);
-    if (head_ - tailSeen_ >= nslots_) return nullptr;
+    stalled_ = head_ - tailSeen_ >= nslots_;
+    if (stalled_) return nullptr;
   }
   return slots_ + (head_ % nslots_) * slotBytes_;
 }
@@ -137,13 +142,15 @@ void ShmSendChannel::publish(const void* src, size_t bytes) {
 
 bool ShmSendChannel::drained() {
   tailSeen_ = fifo_->tail.load(std::memory_order_acquire);
-  return tailSeen_ == head_;
+  stalled_ = tailSeen_ != head_;
+  return !stalled_;
 }
 
 const void* ShmRecvChannel::tryPeek(size_t* bytes) {
   if (tail_ == headSeen_) {
     headSeen_ = fifo_->head.load(std::memory_order_acquire);
-    if (tail_ == headSeen_) return nullptr;
+    stalled_ = tail_ == headSeen_;
+    if (stalled_) return nullptr;
   }
   const uint64_t raw = fifo_->bytes[tail_ % nslots_];
   peekedPublished_ = (raw & kPublishedFlag) != 0;
@@ -295,7 +302,13 @@ ShmTransport::~ShmTransport() = default;
 
 int ShmTransport::abortedBy() const {
   const auto* header = static_cast<const SegmentHeader*>(segments_[rank_].data());
-  return static_cast<int>(header->abortedBy.load(std::memory_order_acquire));
+  return static_cast<int>(header->abortedBy.load(std::memory_order_acquire) & kAbortRankMask);
+}
+
+weftResult_t ShmTransport::abortCode() const {
+  const auto* header = static_cast<const SegmentHeader*>(segments_[rank_].data());
+  const uint32_t word = header->abortedBy.load(std::memory_order_acquire);
+  return word == 0 ? weftSuccess : static_cast<weftResult_t>(word >> kAbortCodeShift);
 }
 
 void ShmTransport::markClosed() {
@@ -307,12 +320,15 @@ bool ShmTransport::peerClosed(int peer) const {
   return header != nullptr && header->closed.load(std::memory_order_acquire) != 0;
 }
 
-void ShmTransport::poison(int byRank) {
+void ShmTransport::poison(int byRank, weftResult_t why) {
+  // One word holds both, so a reader never sees a rank without its reason.
+  const uint32_t word = (static_cast<uint32_t>(why) << kAbortCodeShift) |
+                        (static_cast<uint32_t>(byRank + 1) & kAbortRankMask);
   for (auto& seg : segments_) {
     if (seg.data() == nullptr) continue;
     auto* header = static_cast<SegmentHeader*>(seg.data());
     uint32_t expected = 0;
-    header->abortedBy.compare_exchange_strong(expected, static_cast<uint32_t>(byRank + 1));
+    header->abortedBy.compare_exchange_strong(expected, word);
   }
 }
 

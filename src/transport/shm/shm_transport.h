@@ -89,8 +89,10 @@ class ShmTransport {
 
   // Set once any rank has poisoned the communicator; 1 + that rank.
   int abortedBy() const;
+  // Why it was poisoned (weftTimeout, weftRemoteError, ...); weftSuccess if not.
+  weftResult_t abortCode() const;
   // Tells every peer (and ourselves) to stop: their waits fail at once.
-  void poison(int byRank);
+  void poison(int byRank, weftResult_t why = weftRemoteError);
   // Says that this rank left normally (its communicator was destroyed), so a
   // peer that finds the process gone knows it did not crash.
   void markClosed();

@@ -96,9 +96,11 @@ bool TcpSendChannel::slotFree(uint64_t seq) const {
 }
 
 void* TcpSendChannel::tryAcquire() {
+  stalled_ = false;
   if (!slotFree(head_)) {
     progress();
-    if (!slotFree(head_)) return nullptr;
+    stalled_ = !slotFree(head_);
+    if (stalled_) return nullptr;
   }
   return buf_.get() + (head_ % nslots_) * slotBytes_;
 }
@@ -122,7 +124,8 @@ bool TcpSendChannel::pending() const {
 
 bool TcpSendChannel::drained() {
   progress();
-  return !pending();
+  stalled_ = pending();
+  return !stalled_;
 }
 
 bool TcpSendChannel::progress() {
@@ -183,9 +186,11 @@ TcpRecvChannel::TcpRecvChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions&
 }
 
 const void* TcpRecvChannel::tryPeek(size_t* bytes) {
+  stalled_ = false;
   if (!filled(tail_)) {
     progressSocket(static_cast<uint32_t>(tail_ % nsocks_));
-    if (!filled(tail_)) return nullptr;
+    stalled_ = !filled(tail_);
+    if (stalled_) return nullptr;
   }
   *bytes = bytes_[tail_ % nslots_];
   return buf_.get() + (tail_ % nslots_) * slotBytes_;
@@ -619,7 +624,8 @@ void TcpTransport::readControl(TcpPeer& peer) {
     }
     if (h.type == static_cast<uint16_t>(tcp::FrameType::kAbort)) {
       int expected = 0;
-      abortedBy_.compare_exchange_strong(expected, static_cast<int>(h.seq));
+      if (abortedBy_.compare_exchange_strong(expected, static_cast<int>(h.seq & 0xffffffffu)))
+        abortCode_.store(static_cast<int>(h.seq >> 32), std::memory_order_release);
     } else {
       peer.closed = true;
     }
@@ -639,11 +645,13 @@ void TcpTransport::sendControl(tcp::FrameType type, uint64_t seq) {
   }
 }
 
-void TcpTransport::poison(int byRank) {
+void TcpTransport::poison(int byRank, weftResult_t why) {
   std::lock_guard<std::mutex> lock(controlMu_);
   int expected = 0;
-  abortedBy_.compare_exchange_strong(expected, byRank + 1);
-  sendControl(tcp::FrameType::kAbort, static_cast<uint64_t>(byRank) + 1);
+  if (abortedBy_.compare_exchange_strong(expected, byRank + 1))
+    abortCode_.store(why, std::memory_order_release);
+  sendControl(tcp::FrameType::kAbort,
+              (static_cast<uint64_t>(why) << 32) | (static_cast<uint64_t>(byRank) + 1));
 }
 
 void TcpTransport::markClosed() {

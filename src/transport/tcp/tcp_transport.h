@@ -148,10 +148,14 @@ class TcpTransport {
   bool pendingSends() const;
 
   int abortedBy() const { return abortedBy_.load(std::memory_order_acquire); }
+  // Why (weftTimeout, weftRemoteError, ...); weftSuccess while not poisoned.
+  weftResult_t abortCode() const {
+    return static_cast<weftResult_t>(abortCode_.load(std::memory_order_acquire));
+  }
   // Cheap: true once some peer died (EOF without kClose) or sent garbage.
   bool anyPeerDead() const { return anyDead_.load(std::memory_order_acquire); }
   // Sends kAbort to every peer (any thread).
-  void poison(int byRank);
+  void poison(int byRank, weftResult_t why = weftRemoteError);
   // Sends kClose to every peer.
   void markClosed();
   TcpPeerState peerState(int peer, std::string* why) const;
@@ -188,6 +192,7 @@ class TcpTransport {
   std::vector<std::unique_ptr<TcpRecvChannel>> recv_;
   std::vector<TcpSendChannel*> sendList_;
   std::atomic<int> abortedBy_{0};
+  std::atomic<int> abortCode_{weftSuccess};
   std::atomic<bool> anyDead_{false};
   std::mutex controlMu_;  // control frames may be sent from an aborting thread
   bool closedSent_ = false;

@@ -87,9 +87,14 @@ Status parseControlHeader(const void* data, size_t len, int nranks, FrameHeader*
     return makeError(weftRemoteError, "control frame claims a %llu-byte payload",
                      static_cast<unsigned long long>(h.bytes));
   if (h.type == static_cast<uint16_t>(FrameType::kAbort)) {
-    if (h.seq == 0 || h.seq > static_cast<uint64_t>(nranks))
+    // Low 32 bits: 1 + the rank; high 32 bits: why (a weftResult_t).
+    const uint64_t by = h.seq & 0xffffffffu, why = h.seq >> 32;
+    if (by == 0 || by > static_cast<uint64_t>(nranks))
       return makeError(weftRemoteError, "abort frame names rank %lld",
-                       static_cast<long long>(h.seq) - 1);
+                       static_cast<long long>(by) - 1);
+    if (why == weftSuccess || why >= weftNumResults)
+      return makeError(weftRemoteError, "abort frame gives reason %llu",
+                       static_cast<unsigned long long>(why));
   } else if (h.type != static_cast<uint16_t>(FrameType::kClose)) {
     return makeError(weftRemoteError, "unexpected frame type %u on a control socket", h.type);
   }

@@ -44,7 +44,8 @@ struct FrameHeader {
   uint32_t magic;
   uint16_t version;
   uint16_t type;  // FrameType
-  uint64_t seq;   // data: the channel's slot number; abort: 1 + the rank that poisoned
+  uint64_t
+      seq;  // data: the channel's slot number; abort: 1 + the rank that poisoned, | reason << 32
   uint64_t bytes;
 };
 static_assert(sizeof(FrameHeader) == 24);
@@ -71,7 +72,8 @@ Status parseHello(const void* data, size_t len, const HelloExpect& expect, Hello
 Status parseDataHeader(const void* data, size_t len, uint64_t expectSeq, size_t maxBytes,
                        FrameHeader* out);
 
-// Checks a control frame header; abort frames carry 1 + a rank < nranks in seq.
+// Checks a control frame header; abort frames carry 1 + a rank < nranks in
+// seq's low 32 bits and the reason (a weftResult_t) in its high 32 bits.
 Status parseControlHeader(const void* data, size_t len, int nranks, FrameHeader* out);
 
 }  // namespace weft::tcp
