@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct CollCall {
   // The op as the caller passed it, kept as an int: a C caller may pass any
   // value, and loading an out-of-range enum is undefined behaviour.
   int rawOp = weftSum;  // resolved when the call runs (PreMulSum scalars)
+  // All-to-all-v: the caller's counts and displacements, copied (sendcounts,
+  // sdispls, recvcounts, rdispls; nranks each) because queued work outlives
+  // the call; args points into it.
+  std::shared_ptr<const std::vector<size_t>> vcounts;
 };
 
 struct Task {
