@@ -12,6 +12,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/binomial.h"
+#include "algorithms/exchange.h"
 #include "base/dtype.h"
 
 namespace weft {
@@ -21,11 +22,9 @@ Status binomialReduce(CollContext& ctx, const CollArgs& a) {
   const int r = ctx.rank();
   const size_t es = dtypeSize(a.dtype);
   char* buf = static_cast<char*>(a.recv);
-  thread_local std::vector<char> scratch;
-  if (r != a.root) {
-    scratch.resize(a.count * es);
-    buf = scratch.data();
-  }
+  thread_local std::vector<char> scratchVec;
+  algo::Scratch scratch(scratchVec, r != a.root ? a.count * es : 0);
+  if (r != a.root) buf = scratch.data();
   contribute(buf, a.send, a.count, a);
   if (n == 1 || a.count == 0) {
     if (r == a.root) finish(buf, a.count, a, n);

@@ -28,10 +28,9 @@ Status bruckAllToAll(CollContext& ctx, const CollArgs& a) {
     if (in != out) kernels::copy(out, in, bb);
     return Status::ok();
   }
-  thread_local std::vector<char> tmp, packed, incoming;
-  tmp.resize(n * bb);
-  packed.resize((n / 2 + 1) * bb);
-  incoming.resize((n / 2 + 1) * bb);
+  thread_local std::vector<char> tmpVec, packedVec, incomingVec;
+  algo::Scratch tmp(tmpVec, n * bb), packed(packedVec, (n / 2 + 1) * bb),
+      incoming(incomingVec, (n / 2 + 1) * bb);
   for (int i = 0; i < n; ++i) kernels::copy(tmp.data() + i * bb, in + algo::mod(r + i, n) * bb, bb);
 
   Progress progress(ctx.health());

@@ -5,12 +5,30 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "algorithms/coll.h"
 #include "algorithms/detail.h"
 #include "base/dtype.h"
 
 namespace weft::algo {
+
+// A per-thread scratch buffer of at least `bytes`: kept between calls (no
+// allocation on the hot path) unless it grew past 64 MiB, which is freed when
+// the call ends.
+class Scratch {
+ public:
+  Scratch(std::vector<char>& v, size_t bytes) : v_(v) { v_.resize(bytes); }
+  ~Scratch() {
+    if (v_.capacity() > (size_t{64} << 20)) std::vector<char>().swap(v_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  char* data() { return v_.data(); }
+
+ private:
+  std::vector<char>& v_;
+};
 
 // Bytes per message: the slot size rounded down to whole elements.
 inline size_t chunkFor(const CollContext& ctx, size_t elemBytes) {

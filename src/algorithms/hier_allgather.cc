@@ -31,8 +31,8 @@ Status hierAllGather(CollContext& ctx, const CollArgs& a) {
   const int li = layout.localIndex;
 
   // Position li'*H + h' holds the block of rank hosts[h'][li'].
-  thread_local std::vector<char> scratch;
-  scratch.resize(n * bb);
+  thread_local std::vector<char> scratchVec;
+  algo::Scratch scratch(scratchVec, n * bb);
   char* slice = scratch.data() + li * nh * bb;
   kernels::copy(slice + layout.myHost * bb, a.send, bb);
   Progress progress(ctx.health());

@@ -37,8 +37,8 @@ Status hierReduceScatter(CollContext& ctx, const CollArgs& a) {
   const char* in = static_cast<const char*>(a.send);
 
   // Position li'*H + h' holds the block of rank hosts[h'][li'].
-  thread_local std::vector<char> scratch;
-  scratch.resize(n * bb);
+  thread_local std::vector<char> scratchVec;
+  algo::Scratch scratch(scratchVec, n * bb);
   for (int l = 0; l < m; ++l) {
     for (int h = 0; h < nh; ++h) {
       contribute(scratch.data() + (l * nh + h) * bb, in + layout.hosts[h][l] * bb, a.count, a);

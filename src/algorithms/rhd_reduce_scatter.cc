@@ -27,9 +27,9 @@ Status rhdReduceScatter(CollContext& ctx, const CollArgs& a) {
     finish(out, a.count, a, n);
     return Status::ok();
   }
-  thread_local std::vector<char> scratch;
+  thread_local std::vector<char> scratchVec;
   thread_local std::vector<size_t> bounds;
-  scratch.resize(a.count * n * es);
+  algo::Scratch scratch(scratchVec, a.count * n * es);
   bounds.resize(n + 1);
   for (int q = 0; q <= n; ++q) bounds[q] = a.count * q;
   contribute(scratch.data(), a.send, a.count * n, a);
