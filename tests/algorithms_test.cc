@@ -165,7 +165,11 @@ struct World {
   std::chrono::milliseconds timeout;  // per collective
   std::atomic<bool> failed{false};
   std::vector<std::unique_ptr<MemChannel>> channels;
+  std::vector<int> hosts;  // CollContext::hostOf per rank; empty: one host
 };
+
+// The host layout the next runWorld gives its contexts (hierarchical tests).
+std::vector<int> gHosts;
 
 class TestHealth final : public HealthMonitor {
  public:
@@ -197,6 +201,7 @@ class TestContext final : public CollContext {
   HealthMonitor& health() override { return health_; }
   size_t chunkBytes() const override { return w_.cfg.slotBytes; }
   size_t directMinBytes() const override { return w_.cfg.directMin; }
+  int hostOf(int rank) const override { return w_.hosts.empty() ? 0 : w_.hosts[rank]; }
   void armDeadline() { health_.arm(); }
   // True while a peer may still read a buffer this rank published.
   bool publishedOutstanding() const {
@@ -220,6 +225,7 @@ std::vector<Status> runWorld(int n, ChannelConfig cfg, const RankFn& fn,
                              std::chrono::milliseconds timeout = std::chrono::seconds(60),
                              bool expectDrained = true) {
   World w(n, cfg, timeout);
+  w.hosts = gHosts;
   std::vector<Status> result(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -1284,6 +1290,431 @@ TEST(AlgorithmsTest, SelectFromEnv) {
     ScopedAlgoEnv scoped("bogus;nocoll:ring");
     EXPECT_STREQ(pick(CollKind::AllReduce, 1), "direct");
     EXPECT_STREQ(pick(CollKind::AllReduce, 100000), "ring");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The algorithms chosen only through WEFT_ALGO: each forced in turn at 1..8
+// ranks (powers of two and not), counts 0, 1, odd, and many chunks.
+
+const int kEveryRankCount[] = {1, 2, 3, 4, 5, 6, 7, 8};
+const weftDataType_t kForcedDtypes[] = {weftFloat32, weftInt32, weftFloat16, weftInt8};
+constexpr size_t kSeveralChunks = 5003;  // ~80 tiny slots of floats
+
+void forcedAllReduce(const char* env, const char* name) {
+  ScopedAlgoEnv scoped(env);
+  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+    for (int n : kEveryRankCount) {
+      std::vector<Case> cases;
+      for (weftDataType_t dt : kForcedDtypes) {
+        for (Op op : kAllOps) {
+          for (size_t count : kSmallCounts) {
+            for (bool inPlace : {false, true}) {
+              cases.push_back(allReduceCase(name, dt, op, count, n, cfg, inPlace));
+            }
+          }
+        }
+      }
+      const size_t big = cfg.slotBytes == kTiny.slotBytes ? kSeveralChunks : kLargeCount;
+      cases.push_back(allReduceCase(name, weftFloat32, Op::Sum, big, n, cfg, false));
+      cases.push_back(allReduceCase(name, weftFloat16, Op::Avg, big, n, cfg, true));
+      cases.push_back(allReduceCase(name, weftInt8, Op::PreMulSum, big + 1, n, cfg, false));
+      cases.push_back(allReduceCase(name, weftFloat64, Op::Max, big, n, cfg, true));
+      runCases(n, cfg, cases);
+    }
+  }
+}
+
+TEST(AlgorithmsTest, AllReduceTree) {
+  forcedAllReduce("allreduce:tree", "tree");
+}
+TEST(AlgorithmsTest, AllReduceRhd) {
+  forcedAllReduce("allreduce:rhd", "rhd");
+}
+TEST(AlgorithmsTest, AllReduceRecDoubling) {
+  forcedAllReduce("recdoubling", "recdoubling");
+}
+
+void forcedReduceScatter(const char* env) {
+  ScopedAlgoEnv scoped(env);
+  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+    for (int n : kEveryRankCount) {
+      std::vector<Case> cases;
+      for (weftDataType_t dt : kForcedDtypes) {
+        for (Op op : kAllOps) {
+          for (size_t count : kSmallCounts) {
+            for (bool inPlace : {false, true}) {
+              cases.push_back(reduceScatterCase(dt, op, count, n, cfg, inPlace));
+            }
+          }
+        }
+      }
+      cases.push_back(reduceScatterCase(weftFloat32, Op::Sum, kSeveralChunks, n, cfg, n % 2 == 1));
+      cases.push_back(reduceScatterCase(weftFloat16, Op::Avg, kSeveralChunks, n, cfg, false));
+      cases.push_back(reduceScatterCase(weftInt8, Op::PreMulSum, kSeveralChunks, n, cfg, true));
+      runCases(n, cfg, cases);
+    }
+  }
+}
+
+TEST(AlgorithmsTest, ReduceScatterRhd) {
+  forcedReduceScatter("reducescatter:rhd");
+}
+
+TEST(AlgorithmsTest, ReduceBinomial) {
+  ScopedAlgoEnv scoped("reduce:binomial");
+  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+    for (int n : kEveryRankCount) {
+      std::vector<Case> cases;
+      for (int root : rootsFor(n)) {
+        for (weftDataType_t dt : kForcedDtypes) {
+          for (Op op : kAllOps) {
+            for (size_t count : kSmallCounts) {
+              for (bool inPlace : {false, true}) {
+                cases.push_back(reduceCase(dt, op, count, n, root, cfg, inPlace));
+              }
+            }
+          }
+        }
+      }
+      cases.push_back(reduceCase(weftFloat32, Op::Sum, kLargeCount, n, n / 2, cfg, false));
+      cases.push_back(reduceCase(weftFloat16, Op::Avg, kSeveralChunks, n, n - 1, cfg, true));
+      cases.push_back(reduceCase(weftInt32, Op::PreMulSum, kSeveralChunks, n, 0, cfg, false));
+      runCases(n, cfg, cases);
+    }
+  }
+}
+
+// Data movement forced to one algorithm, every rank count 1..8, FIFO channels.
+void forcedMove(const char* env, bool rooted, MoveCaseFn make) {
+  ScopedAlgoEnv scoped(env);
+  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+    for (int n : kEveryRankCount) {
+      std::vector<Case> cases;
+      std::vector<int> roots = rooted ? rootsFor(n) : std::vector<int>{0};
+      if (rooted && n > 2) roots.push_back(n / 2);
+      for (int root : roots) {
+        for (weftDataType_t dt : kMoveDtypes) {
+          for (size_t count : kSmallCounts) {
+            for (bool inPlace : {false, true}) {
+              cases.push_back(make(dt, count, n, root, cfg, inPlace));
+            }
+          }
+        }
+      }
+      cases.push_back(make(weftFloat32, kLargeCount / n, n, n - 1, cfg, false));
+      cases.push_back(make(weftInt8, kSeveralChunks, n, n / 2, cfg, true));
+      runCases(n, cfg, cases);
+    }
+  }
+}
+
+TEST(AlgorithmsTest, BroadcastBinomial) {
+  forcedMove("broadcast:binomial", true, broadcastCase);
+}
+TEST(AlgorithmsTest, AllGatherRecDoubling) {
+  forcedMove("allgather:recdoubling", false, allGatherCase);
+}
+TEST(AlgorithmsTest, AllToAllBruck) {
+  forcedMove("alltoall:bruck", false, allToAllCase);
+}
+
+// Every forced name reaches its own entry, for its kinds only, and the
+// default choice does not change.
+TEST(AlgorithmsTest, SelectForcedNewAlgorithms) {
+  struct Want {
+    const char* env;
+    CollKind kind;
+    const char* name;
+  };
+  const Want wants[] = {
+      {"tree", CollKind::AllReduce, "tree"},
+      {"rhd", CollKind::AllReduce, "rhd"},
+      {"rhd", CollKind::ReduceScatter, "rhd"},
+      {"recdoubling", CollKind::AllReduce, "recdoubling"},
+      {"recdoubling", CollKind::AllGather, "recdoubling"},
+      {"binomial", CollKind::Broadcast, "binomial"},
+      {"binomial", CollKind::Reduce, "binomial"},
+      {"bruck", CollKind::AllToAll, "bruck"},
+      {"hier", CollKind::AllReduce, "hier"},
+      {"hier", CollKind::ReduceScatter, "hier"},
+      {"hier", CollKind::AllGather, "hier"},
+      {"pairwise", CollKind::AllToAllV, "pairwise"},
+      {"tree", CollKind::Broadcast, "chain"},  // no tree broadcast: default
+      {nullptr, CollKind::AllToAllV, "pairwise"},
+  };
+  for (const Want& w : wants) {
+    ScopedAlgoEnv scoped(w.env);
+    for (size_t count : {size_t{1}, size_t{1} << 20}) {
+      EXPECT_STREQ(pick(w.kind, count), w.name) << (w.env ? w.env : "default");
+    }
+  }
+  ScopedAlgoEnv scoped(nullptr);
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 22}) {
+    for (CollKind k : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather,
+                       CollKind::Broadcast, CollKind::Reduce, CollKind::AllToAll}) {
+      for (const char* fresh : {"tree", "rhd", "recdoubling", "binomial", "bruck", "hier"})
+        EXPECT_STRNE(pick(k, count), fresh);
+    }
+  }
+}
+
+// Both trees of the double binary tree are trees (every rank reaches the
+// root, at most two children) for every rank count up to 64, and for n > 2
+// no rank is a leaf of both.
+TEST(AlgorithmsTest, DoubleTreeLayout) {
+  for (int n = 1; n <= 64; ++n) {
+    std::vector<int> kids[2];
+    for (int t = 0; t < 2; ++t) {
+      kids[t].assign(n, 0);
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        const int p = doubleTreeParent(t, r, n);
+        if (p < 0) {
+          ++roots;
+          continue;
+        }
+        ASSERT_LT(p, n);
+        ASSERT_NE(p, r);
+        ++kids[t][p];
+        int x = r, hops = 0;
+        while (doubleTreeParent(t, x, n) >= 0 && hops <= n) {
+          x = doubleTreeParent(t, x, n);
+          ++hops;
+        }
+        EXPECT_LE(hops, n) << "cycle: n=" << n << " tree " << t << " rank " << r;
+      }
+      EXPECT_EQ(roots, 1) << "n=" << n << " tree " << t;
+      for (int r = 0; r < n; ++r) EXPECT_LE(kids[t][r], 2) << "n=" << n << " rank " << r;
+    }
+    if (n > 2) {
+      for (int r = 0; r < n; ++r) {
+        EXPECT_TRUE(kids[0][r] > 0 || kids[1][r] > 0)
+            << "n=" << n << ": rank " << r << " is a leaf of both trees";
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Hierarchical algorithms over faked host layouts (CollContext::hostOf).
+
+struct HostsScope {
+  explicit HostsScope(std::vector<int> hosts) { gHosts = std::move(hosts); }
+  ~HostsScope() { gHosts.clear(); }
+};
+
+TEST(AlgorithmsTest, Hierarchical) {
+  ScopedAlgoEnv scoped("hier");
+  const std::vector<std::vector<int>> layouts = {
+      {0, 0},
+      {0, 1},
+      {0, 0, 1, 1},
+      {0, 1, 0, 1},              // hosts interleaved
+      {0, 0, 0, 1, 1, 1},        // 2 hosts x 3
+      {0, 0, 1, 1, 2, 2},        // 3 hosts x 2
+      {0, 0, 0, 0, 1, 1, 1, 1},  // 2 x 4
+      {3, 2, 1, 0, 3, 2, 1, 0},  // 4 x 2, ids out of order
+      {0, 0, 0, 1, 1},           // uneven: falls back to the flat algorithms
+      {0, 1, 2, 0, 1, 2, 0},     // uneven
+  };
+  for (const auto& layout : layouts) {
+    HostsScope hosts(layout);
+    const int n = static_cast<int>(layout.size());
+    for (ChannelConfig cfg : {kTiny, kRoomy}) {
+      std::vector<Case> cases;
+      for (weftDataType_t dt : {weftFloat32, weftInt8}) {
+        for (Op op : kAllOps) {
+          for (size_t count : kSmallCounts) {
+            for (bool inPlace : {false, true}) {
+              cases.push_back(allReduceCase("hier", dt, op, count, n, cfg, inPlace));
+              cases.push_back(reduceScatterCase(dt, op, count, n, cfg, inPlace));
+            }
+          }
+        }
+      }
+      for (weftDataType_t dt : {weftFloat16, weftInt8}) {
+        for (size_t count : kSmallCounts) {
+          for (bool inPlace : {false, true}) {
+            cases.push_back(allGatherCase(dt, count, n, 0, cfg, inPlace));
+          }
+        }
+      }
+      cases.push_back(allReduceCase("hier", weftFloat32, Op::Avg, kSeveralChunks, n, cfg, true));
+      cases.push_back(reduceScatterCase(weftFloat16, Op::PreMulSum, kSeveralChunks, n, cfg, false));
+      cases.push_back(allGatherCase(weftFloat32, kSeveralChunks, n, 0, cfg, false));
+      runCases(n, cfg, cases);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// All-to-all-v: random uneven counts with zeros, blocks in shuffled order with
+// gaps that must stay untouched.
+
+Case allToAllVCase(weftDataType_t dt, int n, ChannelConfig cfg, unsigned seed, size_t maxCount) {
+  struct State {
+    std::vector<std::vector<size_t>> sc, sd, rc, rd;
+    std::vector<Bytes> send, recv, want;
+  };
+  auto s = std::make_shared<State>();
+  const size_t es = dtypeSize(dt);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto rnd = [&x](size_t bound) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return bound == 0 ? size_t{0} : static_cast<size_t>(x % bound);
+  };
+  std::vector<std::vector<size_t>> counts(n, std::vector<size_t>(n));
+  for (auto& row : counts)
+    for (size_t& c : row) c = rnd(4) == 0 ? 0 : rnd(maxCount + 1);
+  // Lays out n blocks of the given sizes in a shuffled order, a gap of one
+  // element before each; returns the displacements and the total.
+  auto layout = [&](const std::vector<size_t>& sizes, std::vector<size_t>& displs) {
+    std::vector<int> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    for (int i = n - 1; i > 0; --i) std::swap(order[i], order[rnd(i + 1)]);
+    displs.assign(n, 0);
+    size_t at = 0;
+    for (int i : order) {
+      at += 1;
+      displs[i] = at;
+      at += sizes[i];
+    }
+    return at + 1;
+  };
+  s->sc.resize(n);
+  s->sd.resize(n);
+  s->rc.resize(n);
+  s->rd.resize(n);
+  s->send.resize(n);
+  s->recv.resize(n);
+  s->want.resize(n);
+  for (int r = 0; r < n; ++r) {
+    s->sc[r] = counts[r];
+    for (int p = 0; p < n; ++p) s->rc[r].push_back(counts[p][r]);
+    const size_t sendTotal = layout(s->sc[r], s->sd[r]);
+    const size_t recvTotal = layout(s->rc[r], s->rd[r]);
+    s->send[r].assign(sendTotal * es, 0x11);
+    s->recv[r].assign(recvTotal * es, 0xEE);
+    s->want[r] = s->recv[r];
+    for (int p = 0; p < n; ++p) {
+      fillDistinct(dt, r * n + p, s->send[r].data() + s->sd[r][p] * es, s->sc[r][p]);
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    for (int p = 0; p < n; ++p) {
+      fillDistinct(dt, p * n + r, s->want[r].data() + s->rd[r][p] * es, s->rc[r][p]);
+    }
+  }
+  Case c;
+  c.name =
+      describe("alltoallv", dt, Op::Sum, maxCount, n, cfg, false) + " seed=" + std::to_string(seed);
+  c.run = viaSelector([=](int r, CollArgs& a) {
+    a.kind = CollKind::AllToAllV;
+    a.send = s->send[r].data();
+    a.recv = s->recv[r].data();
+    a.dtype = dt;
+    a.sendCounts = s->sc[r].data();
+    a.sendDispls = s->sd[r].data();
+    a.recvCounts = s->rc[r].data();
+    a.recvDispls = s->rd[r].data();
+  });
+  c.verify = [=]() -> std::string {
+    for (int r = 0; r < n; ++r) {
+      if (s->recv[r] != s->want[r]) return "rank " + std::to_string(r) + " got the wrong data";
+    }
+    return "";
+  };
+  return c;
+}
+
+TEST(AlgorithmsTest, AllToAllV) {
+  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+    for (int n : kEveryRankCount) {
+      std::vector<Case> cases;
+      unsigned seed = 1;
+      for (weftDataType_t dt : kMoveDtypes) {
+        for (size_t maxCount : {size_t{0}, size_t{1}, size_t{7}, size_t{300}}) {
+          cases.push_back(allToAllVCase(dt, n, cfg, seed++, maxCount));
+        }
+      }
+      cases.push_back(allToAllVCase(weftFloat32, n, cfg, seed++, 20000));
+      cases.push_back(allToAllVCase(weftInt8, n, cfg, seed++, 1000));
+      runCases(n, cfg, cases);
+    }
+  }
+}
+
+// A receiver whose recvcounts disagree with the sender's sendcounts fails
+// with weftInvalidUsage naming the mismatch, whichever side is larger and
+// also when one side is zero or the sizes differ by whole chunks.
+TEST(AlgorithmsTest, AllToAllVCountMismatch) {
+  struct Bad {
+    size_t sends, expects;
+  };
+  for (Bad bad : {Bad{10, 11}, Bad{11, 10}, Bad{0, 5}, Bad{5, 0}, Bad{128, 192}, Bad{192, 128}}) {
+    const int n = 3;
+    std::vector<float> send(4096, 1), recv[n];
+    for (auto& v : recv) v.assign(4096, 0);
+    auto st = runWorld(
+        n, kTiny,
+        [&](CollContext& ctx) {
+          const int r = ctx.rank();
+          std::vector<size_t> sc(n, 4), sd(n), rc(n, 4), rd(n);
+          for (int p = 0; p < n; ++p) sd[p] = rd[p] = 1000 * p;
+          if (r == 0) sc[1] = bad.sends;
+          if (r == 1) rc[0] = bad.expects;
+          CollArgs a;
+          a.kind = CollKind::AllToAllV;
+          a.send = send.data();
+          a.recv = recv[r].data();
+          a.sendCounts = sc.data();
+          a.sendDispls = sd.data();
+          a.recvCounts = rc.data();
+          a.recvDispls = rd.data();
+          return pairwiseAllToAllV(ctx, a);
+        },
+        std::chrono::seconds(20), false);
+    EXPECT_EQ(st[1].code(), weftInvalidUsage)
+        << bad.sends << " vs " << bad.expects << ": " << st[1].message();
+    EXPECT_NE(st[1].message().find("must agree"), std::string::npos) << st[1].message();
+  }
+  auto st = runWorld(1, kTiny, [](CollContext& ctx) {
+    float a[4] = {}, b[4];
+    size_t sc = 4, rc = 3, d = 0;
+    CollArgs args;
+    args.kind = CollKind::AllToAllV;
+    args.send = a;
+    args.recv = b;
+    args.sendCounts = &sc;
+    args.recvCounts = &rc;
+    args.sendDispls = args.recvDispls = &d;
+    return pairwiseAllToAllV(ctx, args);
+  });
+  EXPECT_EQ(st[0].code(), weftInvalidUsage) << st[0].message();
+}
+
+// Mismatched counts end in weftInvalidUsage for the new reducing algorithms too.
+TEST(AlgorithmsTest, SizeMismatchNewAlgorithms) {
+  for (const char* algo : {"tree", "rhd", "recdoubling", "hier"}) {
+    ScopedAlgoEnv scoped(algo);
+    std::vector<float> buf[2] = {std::vector<float>(2048, 1), std::vector<float>(2048, 1)};
+    auto st = runWorld(
+        2, kRoomy,
+        [&](CollContext& ctx) {
+          CollArgs a;
+          a.send = a.recv = buf[ctx.rank()].data();
+          a.count = ctx.rank() == 0 ? 1024 : 2048;
+          return selectAlgorithm(a, ctx).run(ctx, a);
+        },
+        std::chrono::seconds(20), false);
+    bool sawUsage = false;
+    for (const Status& s : st) {
+      if (s.code() == weftInvalidUsage) sawUsage = true;
+    }
+    EXPECT_TRUE(sawUsage) << algo << ": " << firstError(st);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness/data.h"
@@ -428,6 +429,186 @@ TEST_P(Collectives, PreMulSumDeviceScalarIsReadEachTime) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param);
+                         });
+
+// ---------------------------------------------------------------------------
+// Every algorithm that only WEFT_ALGO chooses, forced in real processes over
+// shared memory: a smaller matrix (four dtypes, every op, counts 0, 1, 7,
+// 1023 and one of several slots, in and out of place, roots 0 and last).
+
+struct Forced {
+  const char* algo;  // WEFT_ALGO
+  CaseFn fn;
+  bool reducing, rooted, hasInplace;
+};
+const Forced kForced[] = {
+    {"allreduce:tree", allReduceCase, true, false, true},
+    {"allreduce:rhd", allReduceCase, true, false, true},
+    {"allreduce:recdoubling", allReduceCase, true, false, true},
+    {"allreduce:hier", allReduceCase, true, false, true},
+    {"reducescatter:rhd", reduceScatterCase, true, false, true},
+    {"reducescatter:hier", reduceScatterCase, true, false, true},
+    {"allgather:recdoubling", allGatherCase, false, false, true},
+    {"allgather:hier", allGatherCase, false, false, true},
+    {"broadcast:binomial", broadcastCase, false, true, true},
+    {"reduce:binomial", reduceCase, true, true, true},
+    {"alltoall:bruck", allToAllCase, false, false, false},
+};
+
+class ForcedAlgorithms : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(ForcedAlgorithms, MatchesReference) {
+  const Forced& f = kForced[std::get<0>(GetParam())];
+  const int nranks = std::get<1>(GetParam());
+  RunOptions opts;
+  opts.env = {{"WEFT_ALGO", f.algo}};
+  runRanks(
+      nranks,
+      [&](weftComm_t comm, int rank, int n) {
+        RedOps ops(comm);
+        uint64_t salt = 0;
+        const std::vector<OpKind> noOp = {OpKind::kSum};
+        for (weftDataType_t dt : {weftFloat32, weftBfloat16, weftInt64, weftUint8}) {
+          for (OpKind op : f.reducing ? allOpKinds() : noOp) {
+            for (int inplace = 0; inplace <= (f.hasInplace ? 1 : 0); ++inplace) {
+              for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, size_t{70001}}) {
+                for (int root : f.rooted ? rootsFor(n) : std::vector<int>{0}) {
+                  Case c{comm, rank, n, dt, op, ops.get(dt, op), inplace != 0, count, root, ++salt};
+                  f.fn(c);
+                }
+              }
+            }
+          }
+        }
+      },
+      opts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algos, ForcedAlgorithms,
+                         ::testing::Combine(::testing::Range(0, int(sizeof(kForced) /
+                                                                    sizeof(kForced[0]))),
+                                            ::testing::Values(2, 3, 4, 7)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+                           std::string name = kForced[std::get<0>(info.param)].algo;
+                           for (char& ch : name)
+                             if (ch == ':') ch = '_';
+                           return name + "_" + std::to_string(std::get<1>(info.param));
+                         });
+
+// ---------------------------------------------------------------------------
+// All-to-all-v in real processes: random uneven counts with zeros, blocks in
+// shuffled order with gaps that must stay untouched.
+
+// Count of elements rank `from` sends to rank `to` in round `round`.
+size_t vcount(int from, int to, int round, size_t maxCount) {
+  uint64_t x = uint64_t(from) * 1000003u + uint64_t(to) * 7919u + uint64_t(round) * 104729u + 1;
+  x ^= x >> 17;
+  x *= 0xED5AD4BBu;
+  x ^= x >> 11;
+  if (x % 5 == 0) return 0;
+  return size_t(x % (maxCount + 1));
+}
+
+// Displacements for blocks of `sizes`, laid out in reverse peer order with a
+// one-element gap before each; returns the total.
+size_t vlayout(const std::vector<size_t>& sizes, std::vector<size_t>& displs) {
+  const int n = int(sizes.size());
+  displs.assign(n, 0);
+  size_t at = 0;
+  for (int p = n - 1; p >= 0; --p) {
+    at += 1;
+    displs[p] = at;
+    at += sizes[p];
+  }
+  return at + 1;
+}
+
+class AllToAllV : public ::testing::TestWithParam<int> {};
+
+TEST_P(AllToAllV, RandomCounts) {
+  runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {
+    int round = 0;
+    for (weftDataType_t dt : {weftFloat32, weftInt8, weftFloat64}) {
+      for (size_t maxCount : {size_t{0}, size_t{1}, size_t{300}, size_t{100000}}) {
+        ++round;
+        RANK_SCOPED_TRACE("AllToAllv nranks=" << n << " " << dtypeStr(dt) << " max " << maxCount);
+        std::vector<size_t> sc(n), sd, rc(n), rd;
+        for (int p = 0; p < n; ++p) {
+          sc[p] = vcount(rank, p, round, maxCount);
+          rc[p] = vcount(p, rank, round, maxCount);
+        }
+        const size_t es = elemBytes(dt);
+        GuardedBuffer send(vlayout(sc, sd) * es), recv(vlayout(rc, rd) * es);
+        for (int p = 0; p < n; ++p) {
+          for (size_t i = 0; i < sc[p]; ++i)
+            storeElem(dt, send.data(), sd[p] + i, double((rank * 31 + p * 7 + int(i)) % 100));
+        }
+        RANK_CHECK_OK(weftAllToAllv(send.data(), sc.data(), sd.data(), recv.data(), rc.data(),
+                                    rd.data(), dt, comm, nullptr));
+        Checker ck(dt, OpKind::kSum);
+        for (int p = 0; p < n; ++p) {
+          ck.elems("recvbuff", recv.data(), rd[p], rc[p],
+                   [&](size_t i) { return double((p * 31 + rank * 7 + int(i)) % 100); });
+          ck.untouched("gap", recv, (rd[p] - 1) * es, es);
+        }
+        ck.guards("recvbuff", recv);
+      }
+    }
+  });
+}
+
+// Bad arguments fail at once with weftInvalidArgument on the rank that gave
+// them; mismatched counts between a sender and its receiver fail the receiver
+// with weftInvalidUsage (and, through it, the communicator), never corrupt.
+TEST(AllToAllVErrors, BadArguments) {
+  runRanks(2, [](weftComm_t comm, int rank, int n) {
+    std::vector<float> send(64), recv(64);
+    std::vector<size_t> c(n, 4), d = {0, 8};
+    auto call = [&](const void* s, const size_t* sc, const size_t* sd, void* r, const size_t* rc,
+                    const size_t* rd) {
+      return weftAllToAllv(s, sc, sd, r, rc, rd, weftFloat32, comm, nullptr);
+    };
+    RANK_EXPECT(call(send.data(), nullptr, d.data(), recv.data(), c.data(), d.data()) ==
+                weftInvalidArgument);
+    RANK_EXPECT(call(send.data(), c.data(), d.data(), recv.data(), c.data(), nullptr) ==
+                weftInvalidArgument);
+    RANK_EXPECT(call(nullptr, c.data(), d.data(), recv.data(), c.data(), d.data()) ==
+                weftInvalidArgument);
+    std::vector<size_t> overlapping = {0, 2};  // blocks of 4 at 0 and 2
+    RANK_EXPECT(call(send.data(), c.data(), d.data(), recv.data(), c.data(), overlapping.data()) ==
+                weftInvalidArgument);
+    RANK_EXPECT(std::string(weftGetLastError(comm)).find("overlap") != std::string::npos)
+        << weftGetLastError(comm);
+    RANK_EXPECT(call(send.data(), c.data(), d.data(), send.data(), c.data(), d.data()) ==
+                weftInvalidArgument);  // in place
+    std::vector<size_t> huge = {SIZE_MAX / 2, 4};
+    RANK_EXPECT(call(send.data(), huge.data(), d.data(), recv.data(), c.data(), d.data()) ==
+                weftInvalidArgument);
+    RANK_EXPECT(weftAllToAllv(send.data(), c.data(), d.data(), recv.data(), c.data(), d.data(),
+                              weftDataType_t(99), comm, nullptr) == weftInvalidArgument);
+    // Still usable: a good call goes through.
+    RANK_CHECK_OK(call(send.data(), c.data(), d.data(), recv.data(), c.data(), d.data()));
+  });
+}
+
+TEST(AllToAllVErrors, MismatchedCountsFailTheReceiver) {
+  runRanks(3, [](weftComm_t comm, int rank, int n) {
+    std::vector<float> send(64, 1.0f), recv(64);
+    std::vector<size_t> sc(n, 4), rc(n, 4), d = {0, 16, 32};
+    if (rank == 1) rc[0] = 5;  // rank 0 sends 4
+    const weftResult_t res = weftAllToAllv(send.data(), sc.data(), d.data(), recv.data(), rc.data(),
+                                           d.data(), weftFloat32, comm, nullptr);
+    if (rank == 1) {
+      RANK_EXPECT(res == weftInvalidUsage) << weftGetErrorString(res);
+      RANK_EXPECT(std::string(weftGetLastError(comm)).find("must agree") != std::string::npos)
+          << weftGetLastError(comm);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AllToAllV, ::testing::Values(1, 2, 3, 5, 8),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param);
                          });

@@ -183,6 +183,15 @@ weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 /* count elements go to each peer: sendbuff and recvbuff hold nranks*count. */
 weftResult_t weftAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                           weftDataType_t datatype, weftComm_t comm, weftStream_t stream);
+/* All-to-all with per-peer sizes (the MoE case): sendcounts[p] elements from
+ * sendbuff + sdispls[p] go to rank p, which receives them into its recvbuff +
+ * rdispls[r] and must give recvcounts[r] equal to that count (a mismatch fails
+ * with weftInvalidUsage). Counts and displacements are in elements, nranks
+ * entries each, read during the call. Receive blocks must not overlap each
+ * other or any send block (no in-place form). */
+weftResult_t weftAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                           weftDataType_t datatype, weftComm_t comm, weftStream_t stream);
 /* The root's recvbuff holds nranks*count elements. */
 weftResult_t weftGather(const void* sendbuff, void* recvbuff, size_t count, weftDataType_t datatype,
                         int root, weftComm_t comm, weftStream_t stream);

@@ -105,6 +105,9 @@ class Comm {
   Work reduceScatter(const void* send, void* recv, size_t recvcount, weftDataType_t dtype,
                      weftRedOp_t op);
   Work allToAll(const void* send, void* recv, size_t count, weftDataType_t dtype);
+  // Per-peer counts and displacements in elements (see weftAllToAllv).
+  Work allToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                 const size_t* recvcounts, const size_t* rdispls, weftDataType_t dtype);
   Work gather(const void* send, void* recv, size_t count, weftDataType_t dtype, int root);
   Work scatter(const void* send, void* recv, size_t count, weftDataType_t dtype, int root);
   Work send(const void* buf, size_t count, weftDataType_t dtype, int peer);

@@ -43,6 +43,20 @@ Status pairwiseAllToAll(CollContext& ctx, const CollArgs& args);
 Status directAllToAll(CollContext& ctx, const CollArgs& args);
 Status directGather(CollContext& ctx, const CollArgs& args);
 Status directScatter(CollContext& ctx, const CollArgs& args);
+Status treeAllReduce(CollContext& ctx, const CollArgs& args);
+Status rhdAllReduce(CollContext& ctx, const CollArgs& args);
+Status recDoublingAllReduce(CollContext& ctx, const CollArgs& args);
+Status rhdReduceScatter(CollContext& ctx, const CollArgs& args);
+Status recDoublingAllGather(CollContext& ctx, const CollArgs& args);
+Status binomialBroadcast(CollContext& ctx, const CollArgs& args);
+Status binomialReduce(CollContext& ctx, const CollArgs& args);
+Status bruckAllToAll(CollContext& ctx, const CollArgs& args);
+Status pairwiseAllToAllV(CollContext& ctx, const CollArgs& args);
+Status hierAllReduce(CollContext& ctx, const CollArgs& args);
+Status hierReduceScatter(CollContext& ctx, const CollArgs& args);
+Status hierAllGather(CollContext& ctx, const CollArgs& args);
+// The parent of `rank` in tree 0 or 1 of the double binary tree (-1: root).
+int doubleTreeParent(int tree, int rank, int n);
 
 // Point-to-point: a batch of sends and receives (one group's worth for one
 // communicator) progressed together, so that no ordering of them deadlocks.

@@ -26,6 +26,7 @@ enum class CollKind {
   AllToAll,
   Gather,
   Scatter,
+  AllToAllV,  // per-peer counts and displacements (CollArgs::sendCounts...)
   Send,
   Recv,
 };
@@ -47,6 +48,12 @@ struct CollArgs {
   RedOp op;
   int root = 0;  // Broadcast, Reduce, Gather, Scatter
   int peer = 0;  // Send, Recv
+  // AllToAllV: nranks entries each, in elements; `count` is unused. The
+  // arrays must outlive the call (the API layer keeps copies for queued work).
+  const size_t* sendCounts = nullptr;
+  const size_t* sendDispls = nullptr;
+  const size_t* recvCounts = nullptr;
+  const size_t* recvDispls = nullptr;
 };
 
 // Health of the communicator as seen from inside a collective.
@@ -97,6 +104,12 @@ class CollContext {
   // Messages of at least this many bytes go by single copy where the channel
   // can publish (SendChannel::canPublish); SIZE_MAX turns that off.
   virtual size_t directMinBytes() const { return SIZE_MAX; }
+  // The host a rank runs on, as a small index (0 for the first host seen);
+  // the hierarchical algorithms group ranks by it. One host by default.
+  virtual int hostOf(int rank) const {
+    (void)rank;
+    return 0;
+  }
 };
 
 // Blocking helpers built on Progress.

@@ -144,6 +144,8 @@ const char* collName(CollKind kind) {
       return "Gather";
     case CollKind::Scatter:
       return "Scatter";
+    case CollKind::AllToAllV:
+      return "AllToAllV";
     case CollKind::Send:
       return "Send";
     case CollKind::Recv:

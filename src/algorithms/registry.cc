@@ -68,6 +68,56 @@ constexpr Algorithm kAlgorithms[] = {
     {CollKind::Broadcast, "direct",
      "single copy: every non-root reads the message straight from the root's memory",
      "1 step; each non-root copies N once from the root's buffer", directBroadcast},
+    // Chosen only when WEFT_ALGO asks for them (the tuner decides otherwise).
+    {CollKind::AllReduce, "tree",
+     "double binary tree (two complementary trees, half the data each), reduce up and "
+     "broadcast down, pipelined",
+     "~2log2(n)+C pipeline steps (C chunks); sends and receives <= 3N/2, reduces <= N",
+     treeAllReduce},
+    {CollKind::AllReduce, "rhd",
+     "Rabenseifner: recursive-halving reduce-scatter then recursive-doubling all-gather",
+     "2log2(p2) steps (+2 if n != p2 = 2^floor(log2 n)); sends and receives 2(p2-1)/p2*N, "
+     "reduces (p2-1)/p2*N",
+     rhdAllReduce},
+    {CollKind::AllReduce, "recdoubling",
+     "recursive doubling: whole buffer swapped with rank r^2^k each step (small messages)",
+     "log2(p2) steps (+2 if n != p2); sends, receives and reduces log2(p2)*N",
+     recDoublingAllReduce},
+    {CollKind::ReduceScatter, "rhd", "recursive halving: the kept half halves each step",
+     "log2(p2) steps (+2 if n != p2); sends, receives and reduces ~(p2-1)/p2*N (N = whole input)",
+     rhdReduceScatter},
+    {CollKind::AllGather, "recdoubling", "recursive doubling: the held blocks double each step",
+     "log2(p2) steps (+2 if n != p2); sends and receives ~(n-1)/n*N (N = whole output)",
+     recDoublingAllGather},
+    {CollKind::Broadcast, "binomial", "binomial tree from the root, pipelined",
+     "ceil(log2 n)+C-1 pipeline steps; root sends ceil(log2 n)*N, others receive N",
+     binomialBroadcast},
+    {CollKind::Reduce, "binomial", "binomial tree to the root, reducing on the way, pipelined",
+     "ceil(log2 n)+C-1 pipeline steps; non-roots send N, root receives and reduces "
+     "ceil(log2 n)*N",
+     binomialReduce},
+    {CollKind::AllToAll, "bruck", "Bruck: log n steps of packed blocks (small messages)",
+     "ceil(log2 n) steps; sends and receives ~N/2*log2(n) (N = whole buffer)", bruckAllToAll},
+    {CollKind::AllToAllV, "pairwise",
+     "step s sends to r+s while receiving from r-s, counts checked against the sender's",
+     "n-1 steps; sends S and receives R bytes (this rank's totals) plus a header per peer",
+     pairwiseAllToAllV},
+    {CollKind::AllReduce, "hier",
+     "two-level: reduce-scatter within each host, allreduce across hosts per slice, all-gather "
+     "within the host",
+     "within a host of m ranks 2log2(m) steps and 2(m-1)/m*N; across H hosts 2(H-1) ring steps "
+     "and 2(H-1)/H*N/m",
+     hierAllReduce},
+    {CollKind::ReduceScatter, "hier",
+     "two-level: reduce-scatter within each host, then across hosts per slice",
+     "within a host of m ranks log2(m) steps and (m-1)/m*N; across H hosts log2(H) steps and "
+     "(H-1)/H*N/m (N = whole input)",
+     hierReduceScatter},
+    {CollKind::AllGather, "hier",
+     "two-level: all-gather across hosts per slice, then within each host",
+     "across H hosts log2(H) steps and (H-1)/H*N/m; within a host of m ranks log2(m) steps and "
+     "(m-1)/m*N (N = whole output)",
+     hierAllGather},
     {CollKind::Send, "p2p", "a lone send: one-message batch", "ceil(N/chunk) slots; sends N",
      singleSend},
     {CollKind::Recv, "p2p", "a lone receive: one-message batch", "ceil(N/chunk) slots; receives N",
@@ -96,13 +146,30 @@ std::string normalize(std::string_view s) {
   return out;
 }
 
+// The entries only WEFT_ALGO can choose: allowed only where a list names them
+// (not by default, not by excluding others). The tuner will choose among
+// them; until then the default rule never does.
+uint32_t optInMask() {
+  static const uint32_t mask = [] {
+    uint32_t m = 0;
+    for (int i = 0; i < kNumAlgorithms; ++i) {
+      const std::string_view name = kAlgorithms[i].name;
+      const bool optIn = name == "tree" || name == "rhd" || name == "recdoubling" ||
+                         name == "binomial" || name == "bruck" || name == "hier";
+      if (optIn) m |= 1u << i;
+    }
+    return m;
+  }();
+  return mask;
+}
+
 // Which table entries each collective may use.
 struct Selection {
   uint32_t allowed[kNumKinds];
 };
 
 Selection parse(const std::string& spec) {
-  uint32_t general = ~0u;
+  uint32_t general = ~optInMask();
   uint32_t specific[kNumKinds] = {};
   bool hasSpecific[kNumKinds] = {};
   std::string_view rest(spec);
@@ -139,7 +206,7 @@ Selection parse(const std::string& spec) {
       if (!hit) WEFT_WARN(kLogTuning, "WEFT_ALGO: unknown algorithm '%s' ignored", name.c_str());
       named |= hit;
     }
-    const uint32_t mask = exclude ? ~named : named;
+    const uint32_t mask = exclude ? ~named & ~optInMask() : named;
     if (kind < 0) {
       general = mask;
     } else {

@@ -422,6 +422,16 @@ weftResult_t weftAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                makeCall(CollKind::AllToAll, sendbuff, recvbuff, count, datatype), stream);
 }
 
+weftResult_t weftAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                           weftDataType_t datatype, weftComm_t comm, weftStream_t stream) {
+  CollCall c = makeCall(CollKind::AllToAllV, sendbuff, recvbuff, 0, datatype);
+  const weftResult_t kept =
+      guarded([&] { return keepVCounts(comm, c, sendcounts, sdispls, recvcounts, rdispls); });
+  if (kept != weftSuccess) return kept;
+  return issue("weftAllToAllv", comm, c, stream);
+}
+
 weftResult_t weftGather(const void* sendbuff, void* recvbuff, size_t count, weftDataType_t datatype,
                         int root, weftComm_t comm, weftStream_t stream) {
   CollCall c = makeCall(CollKind::Gather, sendbuff, recvbuff, count, datatype);

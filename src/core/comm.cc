@@ -204,6 +204,19 @@ size_t CommContext::directMinBytes() const {
   return comm_.transport->directEnabled() ? comm_.transport->directMinBytes() : SIZE_MAX;
 }
 
+int CommContext::hostOf(int rank) const {
+  std::call_once(hostsOnce_, [this] {
+    std::vector<uint64_t> seen;
+    for (const PeerInfo& p : comm_.peers) {
+      size_t h = 0;
+      while (h < seen.size() && seen[h] != p.hostHash) ++h;
+      if (h == seen.size()) seen.push_back(p.hostHash);
+      hosts_.push_back(static_cast<int>(h));
+    }
+  });
+  return rank >= 0 && rank < static_cast<int>(hosts_.size()) ? hosts_[rank] : 0;
+}
+
 Status checkComm(const weftComm* comm) {
   if (comm == nullptr) return Status(weftInvalidArgument, "comm is NULL");
   {

@@ -58,9 +58,13 @@ class CommContext final : public CollContext {
   HealthMonitor& health() override;
   size_t chunkBytes() const override;
   size_t directMinBytes() const override;
+  // From the peers' host hashes: hosts numbered in order of their lowest rank.
+  int hostOf(int rank) const override;
 
  private:
   weftComm& comm_;
+  mutable std::once_flag hostsOnce_;
+  mutable std::vector<int> hosts_;  // per rank
 };
 
 }  // namespace weft

@@ -170,6 +170,13 @@ Work Comm::allToAll(const void* send, void* recv, size_t count, weftDataType_t d
   return post(comm_, "allToAll", makeCall(CollKind::AllToAll, send, recv, count, dtype));
 }
 
+Work Comm::allToAllv(const void* send, const size_t* sendcounts, const size_t* sdispls, void* recv,
+                     const size_t* recvcounts, const size_t* rdispls, weftDataType_t dtype) {
+  CollCall c = makeCall(CollKind::AllToAllV, send, recv, 0, dtype);
+  throwIfError(keepVCounts(comm_, c, sendcounts, sdispls, recvcounts, rdispls));
+  return post(comm_, "allToAllv", c);
+}
+
 Work Comm::gather(const void* send, void* recv, size_t count, weftDataType_t dtype, int root) {
   CollCall c = makeCall(CollKind::Gather, send, recv, count, dtype);
   c.args.root = root;

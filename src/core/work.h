@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -20,6 +21,10 @@ struct CollCall {
   // value, and loading an out-of-range enum is undefined behaviour.
   int rawOp = weftSum;     // resolved when the call runs (PreMulSum scalars)
   uint64_t flightSeq = 0;  // its flight-recorder entry, once posted (0: not yet)
+  // All-to-all-v: the caller's counts and displacements, copied (sendcounts,
+  // sdispls, recvcounts, rdispls; nranks each) because queued work outlives
+  // the call; args points into it.
+  std::shared_ptr<const std::vector<size_t>> vcounts;
 };
 
 struct Task {

@@ -1,0 +1,139 @@
+// Building blocks shared by the recursive, tree, Bruck and all-to-all-v
+// algorithms; not part of the algorithm API.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/coll.h"
+#include "algorithms/detail.h"
+#include "base/dtype.h"
+
+namespace weft::algo {
+
+// A per-thread scratch buffer of at least `bytes`: kept between calls (no
+// allocation on the hot path) unless it grew past 64 MiB, which is freed when
+// the call ends.
+class Scratch {
+ public:
+  Scratch(std::vector<char>& v, size_t bytes) : v_(v) { v_.resize(bytes); }
+  ~Scratch() {
+    if (v_.capacity() > (size_t{64} << 20)) std::vector<char>().swap(v_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  char* data() { return v_.data(); }
+
+ private:
+  std::vector<char>& v_;
+};
+
+// Bytes per message: the slot size rounded down to whole elements.
+inline size_t chunkFor(const CollContext& ctx, size_t elemBytes) {
+  return ctx.chunkBytes() / elemBytes * elemBytes;
+}
+
+// Sends sendBytes from src to rank `to` while receiving recvBytes from rank
+// `from`, one chunk (slot) at a time, progressing both in one polling loop so
+// that two ranks exchanging with each other never deadlock, whatever the slot
+// count. Each received chunk is handed to onChunk(offset, data, bytes) and
+// released afterwards. to/from < 0 (or a zero size) skips that direction.
+// With `gate`, the chunk at offset o is handed over only once the chunk at o
+// went out: the receive may then overwrite what is being sent (same layout
+// both ways).
+template <class OnChunk>
+Status exchange(CollContext& ctx, Progress& progress, size_t chunk, int to, const char* src,
+                size_t sendBytes, int from, size_t recvBytes, bool gate, OnChunk&& onChunk) {
+  if (to < 0) sendBytes = 0;
+  if (from < 0) recvBytes = 0;
+  SendChannel* tx = sendBytes ? &ctx.sendTo(to) : nullptr;
+  RecvChannel* rx = recvBytes ? &ctx.recvFrom(from) : nullptr;
+  size_t sent = 0, got = 0;
+  while (sent < sendBytes || got < recvBytes) {
+    bool moved = false;
+    while (sent < sendBytes) {
+      void* slot = tx->tryAcquire();
+      if (!slot) break;
+      const size_t c = std::min(chunk, sendBytes - sent);
+      std::memcpy(slot, src + sent, c);
+      tx->commit(c);
+      sent += c;
+      moved = true;
+    }
+    while (got < recvBytes && (!gate || got < sent)) {
+      size_t have = 0;
+      const void* data = rx->tryPeek(&have);
+      if (!data) break;
+      const size_t c = std::min(chunk, recvBytes - got);
+      if (have != c || rx->peekedPublished()) return sizeMismatch(have, c);
+      onChunk(got, data, c);
+      rx->release();
+      got += c;
+      moved = true;
+    }
+    if (moved) {
+      progress.made();
+    } else {
+      WEFT_RETURN_IF_ERROR(progress.idle());
+    }
+  }
+  return Status::ok();
+}
+
+// The usual fold of a non-power-of-two rank count onto p2 = 2^floor(log2 n)
+// "active" ranks: of the first 2*rem ranks (rem = n - p2) each even rank is
+// an extra that hands its data to the odd rank above it and sits out the
+// power-of-two part; every other rank is active. Active rank i ("new rank")
+// stands for the real ranks [lowReal(i), lowReal(i+1)), a contiguous range.
+struct Fold {
+  Fold(int n, int r) : n(n), r(r) {
+    p2 = 1;
+    while (p2 * 2 <= n) p2 *= 2;
+    rem = n - p2;
+    if (r < 2 * rem) {
+      newRank = r % 2 == 0 ? -1 : r / 2;
+    } else {
+      newRank = r - rem;
+    }
+  }
+  bool extra() const { return newRank < 0; }
+  // The extra folded into this active rank, or -1.
+  int extraOf() const { return newRank >= 0 && newRank < rem ? 2 * newRank : -1; }
+  // The active rank an extra folds into.
+  int partnerOfExtra() const { return r + 1; }
+  int realOf(int i) const { return i < rem ? 2 * i + 1 : i + rem; }
+  int lowReal(int i) const { return i < rem ? 2 * i : i + rem; }  // lowReal(p2) == n
+  int n, r, p2, rem, newRank;
+};
+
+// The arguments for folding already-contributed partial results together:
+// PreMulSum's scaling was applied when the data was contributed, so it is a
+// plain sum from then on; avg's division is left to finish().
+inline CollArgs accumulating(const CollArgs& a) {
+  CollArgs acc = a;
+  if (acc.op.preMul) {
+    acc.op.preMul = false;
+    acc.op.kind = kernels::ReduceKind::Sum;
+  }
+  return acc;
+}
+
+// Recursive-halving reduce-scatter over arbitrary per-rank ranges: buf holds
+// this rank's contribution (already contribute()d) of bounds[n] elements; on
+// return buf[bounds[r], bounds[r+1]) holds the reduction of that range over
+// all ranks (other parts of buf are scratch). acc: accumulating() args.
+// Non-powers of two fold (see Fold); an extra gets its range at the end.
+// bounds has n+1 monotone entries, bounds[0] == 0.
+Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
+                            const CollArgs& acc);
+
+// Recursive-doubling all-gather over arbitrary per-rank ranges: buf holds
+// this rank's range [bounds[r], bounds[r+1]); on return it holds all of
+// [0, bounds[n]). Extras send their range to their partner first and get the
+// whole buffer at the end; empty ranges are not sent.
+Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
+                         size_t elemBytes);
+
+}  // namespace weft::algo

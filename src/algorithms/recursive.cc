@@ -1,0 +1,114 @@
+// Recursive halving (reduce-scatter) and recursive doubling (all-gather) over
+// arbitrary per-rank element ranges, with the fold of a non-power-of-two rank
+// count (exchange.h). Shared by the rhd and recdoubling algorithms and by the
+// hierarchical ones, which run them on a subset of the ranks.
+#include "algorithms/exchange.h"
+#include "kernels/reduce.h"
+
+namespace weft::algo {
+
+Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
+                            const CollArgs& acc) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  const size_t es = dtypeSize(acc.dtype);
+  const size_t chunk = chunkFor(ctx, es);
+  const Fold f(n, r);
+  const size_t total = bounds[n] * es;
+  auto combineInto = [&](size_t base) {
+    return [&, base](size_t off, const void* data, size_t bytes) {
+      char* dst = buf + base + off;
+      combine(dst, dst, data, bytes / es, acc);
+    };
+  };
+  auto noRecv = [](size_t, const void*, size_t) {};
+  auto copyInto = [&](size_t base) {
+    return [&, base](size_t off, const void* data, size_t bytes) {
+      std::memcpy(buf + base + off, data, bytes);
+    };
+  };
+
+  if (f.extra()) {
+    const int partner = f.partnerOfExtra();
+    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, partner, buf, total, -1, 0, false, noRecv));
+    const size_t mine = bounds[r] * es;
+    return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, bounds[r + 1] * es - mine, false,
+                    copyInto(mine));
+  }
+  if (const int e = f.extraOf(); e >= 0) {
+    WEFT_RETURN_IF_ERROR(
+        exchange(ctx, progress, chunk, -1, nullptr, 0, e, total, false, combineInto(0)));
+  }
+
+  // Halving over new ranks: the range [lo, hi) of new ranks whose elements
+  // this rank still reduces halves at every step.
+  const int i = f.newRank;
+  auto start = [&](int newRank) { return bounds[f.lowReal(newRank)] * es; };
+  int lo = 0, hi = f.p2;
+  for (int mask = f.p2 / 2; mask >= 1; mask /= 2) {
+    const int peer = f.realOf(i ^ mask);
+    const int mid = lo + mask;
+    const bool keepLow = (i & mask) == 0;
+    const int sendLo = keepLow ? mid : lo, sendHi = keepLow ? hi : mid;
+    const int keepLo = keepLow ? lo : mid, keepHi = keepLow ? mid : hi;
+    WEFT_RETURN_IF_ERROR(
+        exchange(ctx, progress, chunk, peer, buf + start(sendLo), start(sendHi) - start(sendLo),
+                 peer, start(keepHi) - start(keepLo), false, combineInto(start(keepLo))));
+    lo = keepLo;
+    hi = keepHi;
+  }
+
+  if (const int e = f.extraOf(); e >= 0) {
+    const size_t from = bounds[e] * es;
+    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, e, buf + from, bounds[e + 1] * es - from,
+                                  -1, 0, false, noRecv));
+  }
+  return Status::ok();
+}
+
+Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
+                         size_t es) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  const size_t chunk = chunkFor(ctx, es);
+  const Fold f(n, r);
+  const size_t total = bounds[n] * es;
+  auto noRecv = [](size_t, const void*, size_t) {};
+  auto copyInto = [&](size_t base) {
+    return [&, base](size_t off, const void* data, size_t bytes) {
+      char* dst = buf + base + off;
+      if (dst != data) std::memcpy(dst, data, bytes);
+    };
+  };
+
+  if (f.extra()) {
+    const int partner = f.partnerOfExtra();
+    const size_t mine = bounds[r] * es;
+    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, partner, buf + mine,
+                                  bounds[r + 1] * es - mine, -1, 0, false, noRecv));
+    return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, total, false, copyInto(0));
+  }
+  if (const int e = f.extraOf(); e >= 0) {
+    const size_t from = bounds[e] * es;
+    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, -1, nullptr, 0, e,
+                                  bounds[e + 1] * es - from, false, copyInto(from)));
+  }
+
+  const int i = f.newRank;
+  auto start = [&](int newRank) { return bounds[f.lowReal(newRank)] * es; };
+  for (int mask = 1; mask < f.p2; mask *= 2) {
+    const int peer = f.realOf(i ^ mask);
+    const int mine = i / mask * mask;
+    const int theirs = mine ^ mask;
+    WEFT_RETURN_IF_ERROR(
+        exchange(ctx, progress, chunk, peer, buf + start(mine), start(mine + mask) - start(mine),
+                 peer, start(theirs + mask) - start(theirs), false, copyInto(start(theirs))));
+  }
+
+  if (const int e = f.extraOf(); e >= 0) {
+    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, e, buf, total, -1, 0, false, noRecv));
+  }
+  return Status::ok();
+}
+
+}  // namespace weft::algo

@@ -1,0 +1,54 @@
+// Rabenseifner allreduce: a recursive-halving reduce-scatter then a
+// recursive-doubling all-gather (algorithms/recursive.cc). A non-power-of-two
+// rank count first folds each of its rem = n - p2 extra ranks into a partner
+// (p2 = 2^floor(log2 n)); extras own no block and get the whole result back
+// at the end.
+//
+// Cost, n ranks, N bytes, p2 = 2^floor(log2 n): 2 log2(p2) steps (+2 when n
+// is not a power of two); each active rank sends and receives
+// 2(p2-1)/p2 * N bytes and reduces (p2-1)/p2 * N (+N for a partner of an
+// extra, which also sends N back); extras send and receive N. Each step is a
+// pairwise exchange progressed in both directions: deadlock-free with any
+// slot count.
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/exchange.h"
+
+namespace weft {
+
+namespace {
+
+// Element i of the p2 active blocks starts at count*i/p2, without overflow.
+size_t share(size_t count, int i, int parts) {
+  return count / parts * i + count % parts * i / parts;
+}
+
+}  // namespace
+
+Status rhdAllReduce(CollContext& ctx, const CollArgs& a) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  const size_t es = dtypeSize(a.dtype);
+  char* out = static_cast<char*>(a.recv);
+  contribute(out, a.send, a.count, a);
+  if (n == 1 || a.count == 0) {
+    finish(out, a.count, a, n);
+    return Status::ok();
+  }
+  // Real rank q owns the block of the active rank it is, extras none.
+  const algo::Fold f(n, r);
+  thread_local std::vector<size_t> bounds;
+  bounds.assign(n + 1, 0);
+  for (int q = 0; q <= n; ++q) {
+    const int activesBelow = q <= 2 * f.rem ? q / 2 : q - f.rem;
+    bounds[q] = share(a.count, activesBelow, f.p2);
+  }
+  Progress progress(ctx.health());
+  WEFT_RETURN_IF_ERROR(
+      algo::halvingReduceScatter(ctx, progress, out, bounds.data(), algo::accumulating(a)));
+  finish(out + bounds[r] * es, bounds[r + 1] - bounds[r], a, n);
+  return algo::doublingAllGather(ctx, progress, out, bounds.data(), es);
+}
+
+}  // namespace weft

@@ -1,0 +1,45 @@
+// Recursive-halving reduce-scatter: in step k every active rank sends the
+// half of its current range that its partner keeps and folds in the half it
+// keeps (algorithms/recursive.cc). A non-power-of-two rank count folds each
+// extra rank into a partner first; the partner reduces the extra's block too
+// and sends it over at the end. Works on a scratch copy of the input, so in
+// place (recv == send + r*count) needs nothing special.
+//
+// Cost, n ranks, N = n*count bytes in all, p2 = 2^floor(log2 n): log2(p2)
+// steps (+2 when n is not a power of two); each active rank sends, receives
+// and reduces about (p2-1)/p2 * N bytes (+N received for an extra's data);
+// scratch N bytes per rank. Pairwise exchanges: any slot count works.
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/exchange.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+
+Status rhdReduceScatter(CollContext& ctx, const CollArgs& a) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  const size_t es = dtypeSize(a.dtype);
+  char* out = static_cast<char*>(a.recv);
+  if (n == 1 || a.count == 0) {
+    contribute(out, a.send, a.count, a);
+    finish(out, a.count, a, n);
+    return Status::ok();
+  }
+  thread_local std::vector<char> scratchVec;
+  thread_local std::vector<size_t> bounds;
+  algo::Scratch scratch(scratchVec, a.count * n * es);
+  bounds.resize(n + 1);
+  for (int q = 0; q <= n; ++q) bounds[q] = a.count * q;
+  contribute(scratch.data(), a.send, a.count * n, a);
+  Progress progress(ctx.health());
+  WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(ctx, progress, scratch.data(), bounds.data(),
+                                                  algo::accumulating(a)));
+  char* mine = scratch.data() + bounds[r] * es;
+  finish(mine, a.count, a, n);
+  kernels::copy(out, mine, a.count * es);
+  return Status::ok();
+}
+
+}  // namespace weft
