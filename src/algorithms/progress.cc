@@ -45,7 +45,7 @@ void HealthMonitor::park(long ns) {
 Status Progress::idle() {
   const uint32_t round = idleRounds_;
   if (idleRounds_ != UINT32_MAX) ++idleRounds_;
-  health_.poll();
+  if (health_.poll()) return Status::ok();
   if (health_.failed()) {
     Status s = health_.check();
     if (!s.isOk()) return s;

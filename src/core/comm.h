@@ -29,7 +29,7 @@ class CommHealth final : public HealthMonitor {
   explicit CommHealth(weftComm& comm) : comm_(comm) {}
   bool failed() const override;
   Status check() override;
-  void poll() override;
+  bool poll() override;
   void park(long ns) override;
   void beginCollective();
 
