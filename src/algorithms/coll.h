@@ -65,8 +65,10 @@ class HealthMonitor {
   // Slower: checks abort flags, dead peers and the timeout deadline.
   virtual Status check() = 0;
   // Moves transport work that no channel call drives (network sends still
-  // queued, control messages); called on every idle round.
-  virtual void poll() {}
+  // queued, control messages); called on every idle round. True if anything
+  // moved: the algorithm then looks at its channels again before any failure
+  // is reported (data that arrived with a peer's abort is still used).
+  virtual bool poll() { return false; }
   // Waits up to ns nanoseconds, returning early when the transport has news
   // (epoll on network sockets); plain sleep by default.
   virtual void park(long ns);

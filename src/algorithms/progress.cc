@@ -46,7 +46,7 @@ void HealthMonitor::park(long ns) {
 Status Progress::idle() {
   const uint32_t round = idleRounds_;
   if (idleRounds_ != UINT32_MAX) ++idleRounds_;
-  health_.poll();
+  if (health_.poll()) return Status::ok();
   // A peer may abort right after finishing its part: over TCP its abort
   // frame can overtake data it sent before on another socket. So the
   // collective gives up only once a pass after seeing the failure moved

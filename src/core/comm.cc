@@ -87,8 +87,8 @@ bool CommHealth::failed() const {
          comm_.transport->anyPeerDead();
 }
 
-void CommHealth::poll() {
-  comm_.transport->poll();
+bool CommHealth::poll() {
+  return comm_.transport->poll();
 }
 
 void CommHealth::park(long ns) {

@@ -30,7 +30,7 @@ class CommHealth final : public HealthMonitor {
   explicit CommHealth(weftComm& comm) : comm_(comm) {}
   bool failed() const override;
   Status check() override;
-  void poll() override;
+  bool poll() override;
   void park(long ns) override;
   // workDeadline: the work handle's own deadline, if any (Task::deadline).
   void beginCollective(const std::atomic<int64_t>* workDeadline = nullptr);

@@ -57,9 +57,7 @@ class Transports {
 
   // Moves network work no channel call drives (pending sends, control
   // messages); called on every idle round of an algorithm.
-  void poll() {
-    if (tcp_) tcp_->progress();
-  }
+  bool poll() { return tcp_ && tcp_->progress(); }
   // Waits up to ns for network activity (epoll), or sleeps without TCP peers.
   void park(long ns);
   // Waits until everything committed to TCP channels is handed to the

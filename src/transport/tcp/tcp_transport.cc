@@ -153,7 +153,10 @@ bool TcpSendChannel::progress() {
       if (sent < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          if (!s.armed) t_.armWrite(peer_.sendFds[k], s.armed = true);
+          if (!s.armed) {
+            t_.setInterest(peer_.sendFds[k], EPOLLOUT);
+            s.armed = true;
+          }
           break;
         }
         t_.dataEnded(peer_, std::string("send failed: ") + strerror(errno));
@@ -166,7 +169,10 @@ bool TcpSendChannel::progress() {
         s.nextSeq += nsocks_;
       }
     }
-    if (s.nextSeq >= head_ && s.armed) t_.armWrite(peer_.sendFds[k], s.armed = false);
+    if (s.nextSeq >= head_ && s.armed) {
+      t_.setInterest(peer_.sendFds[k], 0);
+      s.armed = false;
+    }
   }
   return moved;
 }
@@ -198,6 +204,15 @@ const void* TcpRecvChannel::tryPeek(size_t* bytes) {
 
 void TcpRecvChannel::release() {
   ++tail_;
+  // A socket whose slots were all full was taken out of the epoll set (it
+  // stays readable, which would end every wait at once): it can read again.
+  for (uint32_t k = 0; k < nsocks_; ++k) {
+    Sock& s = socks_[k];
+    if (s.paused && s.nextSeq < tail_ + nslots_) {
+      s.paused = false;
+      t_.setInterest(peer_.recvFds[k], EPOLLIN);
+    }
+  }
 }
 
 bool TcpRecvChannel::progress() {
@@ -252,6 +267,10 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
     s.nextSeq += nsocks_;
     s.inPayload = false;
     s.got = 0;
+  }
+  if (s.nextSeq >= tail_ + nslots_ && !s.paused && !s.ended) {
+    s.paused = true;
+    t_.setInterest(fd, 0);
   }
   return moved;
 }
@@ -431,6 +450,8 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
     epoll_event ev{};
     ev.events = events;
     ev.data.u64 = t->fdRefs_.size();
+    if (static_cast<size_t>(fd) >= t->refOfFd_.size()) t->refOfFd_.resize(fd + 1);
+    t->refOfFd_[fd] = t->fdRefs_.size();
     t->fdRefs_.push_back({kind, peer, index});
     epoll_ctl(t->epfd_, EPOLL_CTL_ADD, fd, &ev);
   };
@@ -477,19 +498,12 @@ TcpTransport::~TcpTransport() {
   if (epfd_ >= 0) ::close(epfd_);
 }
 
-void TcpTransport::armWrite(int fd, bool on) {
+void TcpTransport::setInterest(int fd, uint32_t events) {
+  if (fd < 0 || static_cast<size_t>(fd) >= refOfFd_.size()) return;
   epoll_event ev{};
-  ev.events = on ? static_cast<uint32_t>(EPOLLOUT) : 0u;
-  // Keep the reference index: look it up by scanning is avoidable, but MOD
-  // needs the data word, so find it once here (rare: only on EAGAIN).
-  for (size_t i = 0; i < fdRefs_.size(); ++i) {
-    const FdRef& r = fdRefs_[i];
-    if (r.kind == kSendRef && r.index != UINT32_MAX && peers_[r.peer].sendFds[r.index] == fd) {
-      ev.data.u64 = i;
-      epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev);
-      return;
-    }
-  }
+  ev.events = events;
+  ev.data.u64 = refOfFd_[fd];
+  epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev);
 }
 
 void TcpTransport::noteDead(TcpPeer& peer) {

@@ -112,7 +112,8 @@ class TcpRecvChannel final : public RecvChannel {
     size_t got = 0;  // bytes of the header or payload read so far
     unsigned char header[sizeof(tcp::FrameHeader)] = {};
     size_t payload = 0;
-    bool ended = false;  // EOF or error: nothing more comes on it
+    bool ended = false;   // EOF or error: nothing more comes on it
+    bool paused = false;  // out of the epoll set while its slots are full
   };
   bool filled(uint64_t seq) const { return socks_[seq % nsocks_].nextSeq > seq; }
   TcpTransport& t_;
@@ -166,7 +167,8 @@ class TcpTransport {
   void dataEnded(TcpPeer& peer, const std::string& why);
   void malformed(TcpPeer& peer, const std::string& why);
   void recvSocketEnded(TcpPeer& peer, int fd, const std::string& why);
-  void armWrite(int fd, bool on);
+  // Changes what epoll reports for one of our sockets (0: only errors).
+  void setInterest(int fd, uint32_t events);
 
  private:
   TcpTransport() = default;
@@ -186,8 +188,9 @@ class TcpTransport {
   int epfd_ = -1;
   net::Socket listener_;
   net::SockAddr listenAddr_;
-  std::vector<TcpPeer> peers_;  // [rank]; rank < 0 for peers not on TCP
-  std::vector<FdRef> fdRefs_;   // epoll data.u64 indexes this
+  std::vector<TcpPeer> peers_;     // [rank]; rank < 0 for peers not on TCP
+  std::vector<FdRef> fdRefs_;      // epoll data.u64 indexes this
+  std::vector<uint64_t> refOfFd_;  // fd -> index into fdRefs_
   std::vector<std::unique_ptr<TcpSendChannel>> send_;
   std::vector<std::unique_ptr<TcpRecvChannel>> recv_;
   std::vector<TcpSendChannel*> sendList_;

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Two "hosts" (network namespaces) joined by one veth pair: raw TCP
+# throughput (iperf3, several streams, large writes) against weft's
+# sendrecv_perf and all_reduce_perf busbw at one size, in one run, and the
+# ratios. Optionally with the veth throttled (tc tbf) to given rates.
+#
+#   perf/netns-bench.sh [build-dir]
+#
+# Environment:
+#   SIZE=64M        message size for the weft runs
+#   RATES="none 10gbit 1gbit"   link rates to test ("none": unthrottled veth)
+#   STREAMS=4       iperf3 parallel streams;  SECONDS_IPERF=5  iperf3 duration
+#   ITERS=20 WARMUP=5           weft iterations
+#   WEFT_*          passed to the ranks (e.g. WEFT_NSOCKS_PERTHREAD=4)
+#
+# Needs root, iproute2, iperf3 (scripts/setup.sh installs it). Ranks are
+# started one per namespace with WEFT_RANK/WEFT_WORLD_SIZE/WEFT_ADDR, as a
+# multi-host launcher would. Everything is removed on exit, also on failure.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build}
+bin=$build/bin
+SIZE=${SIZE:-64M}
+RATES=${RATES:-none 10gbit 1gbit}
+STREAMS=${STREAMS:-4}
+SECONDS_IPERF=${SECONDS_IPERF:-5}
+ITERS=${ITERS:-20}
+WARMUP=${WARMUP:-5}
+
+[[ $(id -u) -eq 0 ]] || { echo "netns-bench: needs root (ip netns)" >&2; exit 1; }
+command -v iperf3 >/dev/null || { echo "netns-bench: iperf3 missing (scripts/setup.sh)" >&2; exit 1; }
+for b in sendrecv_perf all_reduce_perf; do
+  [[ -x $bin/$b ]] || { echo "netns-bench: $bin/$b not built" >&2; exit 1; }
+done
+
+tag=wfb$$
+nsA=${tag}a
+nsB=${tag}b
+ipA=10.99.0.1
+ipB=10.99.0.2
+tmp=$(mktemp -d)
+cleanup() {
+  ip netns pids "$nsA" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  ip netns pids "$nsB" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  ip netns del "$nsA" 2>/dev/null || true
+  ip netns del "$nsB" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+ip netns add "$nsA"
+ip netns add "$nsB"
+ip -n "$nsA" link add vA type veth peer name vB netns "$nsB"
+ip -n "$nsA" addr add $ipA/24 dev vA
+ip -n "$nsB" addr add $ipB/24 dev vB
+for ns in "$nsA" "$nsB"; do ip -n "$ns" link set lo up; done
+ip -n "$nsA" link set vA up
+ip -n "$nsB" link set vB up
+
+throttle() {  # rate or "none"
+  for pair in "$nsA vA" "$nsB vB"; do
+    set -- $pair
+    tc -n "$1" qdisc del dev "$2" root 2>/dev/null || true
+    if [[ $rate != none ]]; then
+      # burst: enough for the rate at a 1 ms timer; latency bounds the queue.
+      tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst 4mb latency 20ms
+    fi
+  done
+}
+
+# iperf3 throughput A -> B in GB/s (1e9 bytes/s).
+iperf_gbs() {
+  ip netns exec "$nsB" iperf3 -s -1 -B $ipB >/dev/null 2>&1 &
+  local srv=$!
+  local json=$tmp/iperf.json
+  for _ in $(seq 50); do
+    ip netns exec "$nsA" iperf3 -c $ipB -P "$STREAMS" -l 1M -t "$SECONDS_IPERF" -J >"$json" 2>/dev/null && break
+    sleep 0.1
+  done
+  wait $srv 2>/dev/null || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f" % (d["end"]["sum_received"]["bits_per_second"]/8e9))' "$json"
+}
+
+# busbw (GB/s) of a weft perf binary, rank 0 in A and rank 1 in B.
+weft_busbw() {  # program, rendezvous port
+  local prog=$1 port=$2
+  local env=(WEFT_WORLD_SIZE=2 WEFT_ADDR=$ipA:$port WEFT_SECRET=netns-bench-$$)
+  while IFS='=' read -r k v; do env+=("$k=$v"); done < <(env | grep '^WEFT_' | grep -v -e '^WEFT_RANK=' -e '^WEFT_WORLD_SIZE=' -e '^WEFT_ADDR=' || true)
+  ip netns exec "$nsB" env "${env[@]}" WEFT_RANK=1 "$bin/$prog" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w "$WARMUP" >"$tmp/r1.txt" 2>&1 &
+  local r1=$!
+  ip netns exec "$nsA" env "${env[@]}" WEFT_RANK=0 "$bin/$prog" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w "$WARMUP" >"$tmp/r0.txt" 2>&1 || {
+    echo "netns-bench: $prog failed:" >&2; cat "$tmp/r0.txt" "$tmp/r1.txt" >&2; return 1; }
+  wait $r1
+  awk '/Avg bus bandwidth/ {print $NF}' "$tmp/r0.txt"
+}
+
+printf '# weft over TCP between two network namespaces (veth), size %s, %s iperf3 streams\n' "$SIZE" "$STREAMS"
+printf '%-8s %12s %14s %10s %14s %10s\n' rate iperf3_GB/s sendrecv_GB/s ratio allreduce_GB/s ratio
+runs=0
+for rate in $RATES; do
+  throttle
+  raw=$(iperf_gbs)
+  sr=$(weft_busbw sendrecv_perf $((29500 + ++runs)))
+  ar=$(weft_busbw all_reduce_perf $((29500 + ++runs)))
+  python3 - "$rate" "$raw" "$sr" "$ar" <<'PY'
+import sys
+rate, raw, sr, ar = sys.argv[1], *map(float, sys.argv[2:])
+ratio = lambda x: x / raw if raw > 0 else float("nan")
+print("%-8s %12.3f %14.3f %10.2f %14.3f %10.2f" % (rate, raw, sr, ratio(sr), ar, ratio(ar)))
+PY
+done
