@@ -71,6 +71,7 @@ class Progress {
  private:
   HealthMonitor& health_;
   uint32_t idleRounds_ = 0;
+  int64_t nextCheckNs_ = 0;  // CLOCK_MONOTONIC time of the next due check()
 };
 
 class CollContext {
