@@ -26,6 +26,9 @@ TEST(Env, ParsesByteSizes) {
   EXPECT_FALSE(parseBytes("-1"));
   EXPECT_FALSE(parseBytes("12Q"));
   EXPECT_FALSE(parseBytes("99999999999999999999"));
+  EXPECT_FALSE(parseBytes(" -1"));  // strtoull would wrap it to 2^64-1
+  EXPECT_FALSE(parseBytes(std::string("5\0G", 3)));
+  EXPECT_FALSE(parseBytes("+5"));
   EXPECT_FALSE(parseBytes("17179869184G"));  // overflows 64 bits
 }
 

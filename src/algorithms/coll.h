@@ -91,6 +91,7 @@ class Progress {
   uint32_t idleRounds_ = 0;
   // A failure was seen and one more pass was granted (see idle()).
   bool failureSeen_ = false;
+  int64_t nextCheckNs_ = 0;  // CLOCK_MONOTONIC time of the next due check()
 };
 
 class CollContext {

@@ -5,9 +5,10 @@
 // between cores takes well under a microsecond), then yields the CPU (ranks
 // often outnumber cores), then sleeps in short naps. failed() is read every
 // round; the slower check() (timeout, dead peers) every kCheckEvery rounds
-// once spinning is over. Every round first lets the transport move work no
-// channel call drives (poll), and the naps wait on the transport (park:
-// epoll for TCP peers) so arriving network data ends them at once.
+// once spinning is over, or every 5 ms, whichever comes first. Every round
+// first lets the transport move work no channel call drives (poll), and the
+// naps wait on the transport (park: epoll for TCP peers) so arriving network
+// data ends them at once.
 #include <sched.h>
 #include <time.h>
 
@@ -27,6 +28,7 @@ constexpr uint32_t kSpinRounds = 2000;
 constexpr uint32_t kYieldRounds = kSpinRounds + 16384;
 constexpr uint32_t kCheckEvery = 1024;
 constexpr long kNapNs = 30 * 1000;
+constexpr int64_t kCheckIntervalNs = 5 * 1000 * 1000;
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -60,7 +62,22 @@ Status Progress::idle() {
     cpuRelax();
     return Status::ok();
   }
-  if ((round - kSpinRounds) % kCheckEvery == 0) WEFT_RETURN_IF_ERROR(health_.check());
+  // The slow check runs every kCheckEvery rounds, and at least every
+  // kCheckIntervalNs of wall time: on an oversubscribed host one yield or nap
+  // can take a whole time slice, and 1024 of them would stretch a timeout or
+  // the notice of a dead peer by seconds.
+  bool due = (round - kSpinRounds) % kCheckEvery == 0;
+  if (!due && (round & 15) == 0) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    due = now.tv_sec * 1000000000ll + now.tv_nsec >= nextCheckNs_;
+  }
+  if (due) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    nextCheckNs_ = now.tv_sec * 1000000000ll + now.tv_nsec + kCheckIntervalNs;
+    WEFT_RETURN_IF_ERROR(health_.check());
+  }
   if (round < kYieldRounds) {
     sched_yield();
   } else {
