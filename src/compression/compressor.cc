@@ -57,21 +57,19 @@ Status Compressor::allReduce(CollRunner& runner, const void* send, void* recv, s
     dtype_ = dtype;
     nranks_ = runner.nranks();
   }
-  float* x = nullptr;
-  if (dtype == weftFloat32) {
-    x = static_cast<float*>(recv);
-    if (send != recv) std::memmove(recv, send, count * sizeof(float));
-  } else {
-    x = work_.data();
-    toFloat(send, dtype, count, x);
+  const float* in = static_cast<const float*>(send);
+  float* out = static_cast<float*>(recv);
+  if (dtype != weftFloat32) {
+    toFloat(send, dtype, count, work_.data());
+    in = out = work_.data();
   }
   CountingRunner counting(runner);
   wireBytes_ = 0;
   plainBytes_ = CountingRunner::ringAllReduceBytes(count * dtypeSize(dtype), runner.nranks());
-  Status st = count == 0 ? Status::ok() : reduceInPlace(counting, x, count, average);
+  Status st = count == 0 ? Status::ok() : reduce(counting, in, out, count, average);
   wireBytes_ = counting.wireBytes();
   if (!st.isOk()) return st;
-  if (dtype != weftFloat32) fromFloat(x, dtype, count, recv);
+  if (dtype != weftFloat32) fromFloat(out, dtype, count, recv);
   return Status::ok();
 }
 

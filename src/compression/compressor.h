@@ -2,9 +2,9 @@
 // (residuals, warm-start matrices, workspaces) and the compressed allreduce
 // that uses it. Bound on first use to the buffer's count and dtype.
 //
-// The caller's buffer (fp32, fp16 or bf16) is widened to an fp32 working
-// buffer, reduced by the kind's scheme (reduceInPlace) and narrowed into the
-// receive buffer. All allocation happens at bind time, not per step.
+// fp32 buffers are reduced straight from the send into the receive buffer;
+// fp16/bf16 ones are widened to an fp32 working buffer first and narrowed
+// back after. All allocation happens at bind time, not per step.
 #pragma once
 
 #include <cstddef>
@@ -42,9 +42,10 @@ class Compressor {
   // not match count, ...).
   virtual Status bind(size_t count, int nranks) = 0;
   virtual void clearState() = 0;
-  // x: count fp32 values in, the compressed sum/average out (identical on
-  // every rank).
-  virtual Status reduceInPlace(CollRunner& runner, float* x, size_t count, bool average) = 0;
+  // in: count fp32 values; out: their compressed sum/average (identical on
+  // every rank). out may equal in.
+  virtual Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
+                        bool average) = 0;
 
   weftCompressKind_t kind_;
   weftCompressorParams_t params_;

@@ -2,6 +2,13 @@
 // elements: ceil(C/B) fp32 scales, then ceil(C/8) bytes of sign bits
 // (element j is bit j%8 of byte j/8; 1 means >= 0). Blocks past the end of
 // the data have scale 0.
+//
+// The per-block loops have an AVX2 form (movemask packs 8 signs at once,
+// compare-and-blend expands them) and a portable one; which one runs only
+// changes the rounding of a block's scale on the encoding rank, and every
+// rank decodes the same transmitted scale, so results stay identical.
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -10,9 +17,101 @@
 namespace weft::compression {
 namespace {
 
+// ---- portable ----------------------------------------------------------------
+
+float absMeanScalar(const float* a, size_t m) {
+  float sum = 0;
+  for (size_t j = 0; j < m; ++j) sum += std::fabs(a[j]);
+  return sum / static_cast<float>(m);
+}
+
+void packScalar(const float* a, size_t m, uint8_t* out) {
+  for (size_t j = 0; j < m; j += 8) {
+    const size_t k = std::min<size_t>(8, m - j);
+    unsigned byte = 0;
+    for (size_t t = 0; t < k; ++t) byte |= static_cast<unsigned>(a[j + t] >= 0.0f) << t;
+    out[j / 8] = static_cast<uint8_t>(byte);
+  }
+}
+
+void subtractScalar(float* r, size_t m, float s) {
+  for (size_t j = 0; j < m; ++j) r[j] -= r[j] >= 0.0f ? s : -s;
+}
+
+template <bool kAdd>
+void expandScalar(const uint8_t* in, size_t m, float s, float* o) {
+  for (size_t j = 0; j < m; ++j) {
+    const float v = ((in[j / 8] >> (j % 8)) & 1u) ? s : -s;
+    if constexpr (kAdd)
+      o[j] += v;
+    else
+      o[j] = v;
+  }
+}
+
+// ---- AVX2 --------------------------------------------------------------------
+
+__attribute__((target("avx2"))) float absMeanAvx2(const float* a, size_t m) {
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  size_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    acc0 = _mm256_add_ps(acc0, _mm256_and_ps(absMask, _mm256_loadu_ps(a + j)));
+    acc1 = _mm256_add_ps(acc1, _mm256_and_ps(absMask, _mm256_loadu_ps(a + j + 8)));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(acc0, acc1));
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  for (; j < m; ++j) sum += std::fabs(a[j]);
+  return sum / static_cast<float>(m);
+}
+
+__attribute__((target("avx2"))) void packAvx2(const float* a, size_t m, uint8_t* out) {
+  const __m256 zero = _mm256_setzero_ps();
+  size_t j = 0;
+  for (; j + 8 <= m; j += 8)
+    out[j / 8] =
+        static_cast<uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(a + j), zero, _CMP_GE_OQ)));
+  if (j < m) packScalar(a + j, m - j, out + j / 8);
+}
+
+__attribute__((target("avx2"))) void subtractAvx2(float* r, size_t m, float s) {
+  const __m256 zero = _mm256_setzero_ps(), pos = _mm256_set1_ps(s), neg = _mm256_set1_ps(-s);
+  size_t j = 0;
+  for (; j + 8 <= m; j += 8) {
+    const __m256 v = _mm256_loadu_ps(r + j);
+    const __m256 q = _mm256_blendv_ps(neg, pos, _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
+    _mm256_storeu_ps(r + j, _mm256_sub_ps(v, q));
+  }
+  subtractScalar(r + j, m - j, s);
+}
+
+template <bool kAdd>
+__attribute__((target("avx2"))) void expandAvx2(const uint8_t* in, size_t m, float s, float* o) {
+  const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 pos = _mm256_set1_ps(s), neg = _mm256_set1_ps(-s);
+  size_t j = 0;
+  for (; j + 8 <= m; j += 8) {
+    const __m256i b = _mm256_and_si256(_mm256_set1_epi32(in[j / 8]), bits);
+    const __m256 mask = _mm256_castsi256_ps(_mm256_cmpeq_epi32(b, bits));
+    __m256 v = _mm256_blendv_ps(neg, pos, mask);
+    if constexpr (kAdd) v = _mm256_add_ps(v, _mm256_loadu_ps(o + j));
+    _mm256_storeu_ps(o + j, v);
+  }
+  if (j < m) expandScalar<kAdd>(in + j / 8, m - j, s, o + j);
+}
+
+bool useAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+// ---- the codec -----------------------------------------------------------------
+
 class OneBitCodec final : public ChunkCodec {
  public:
-  explicit OneBitCodec(size_t block) : block_(block) {}
+  explicit OneBitCodec(size_t block) : block_(block), avx2_(useAvx2()) {}
   const char* name() const override { return "onebit"; }
   size_t wireBytes(size_t capacity) const override {
     return numBlocks(capacity) * sizeof(float) + (capacity + 7) / 8;
@@ -20,31 +119,28 @@ class OneBitCodec final : public ChunkCodec {
 
   void encode(const float* x, float* residual, size_t n, size_t capacity,
               uint8_t* wire) const override {
-    float* scales = reinterpret_cast<float*>(wire);
     uint8_t* signs = wire + numBlocks(capacity) * sizeof(float);
     std::memset(wire, 0, wireBytes(capacity));
     for (size_t b = 0, start = 0; start < n; ++b, start += block_) {
       const size_t m = std::min(block_, n - start);
       const float* a = x + start;
       if (residual != nullptr) {
+        // acc = x + r, kept in r while the block is in cache.
         float* r = residual + start;
         for (size_t j = 0; j < m; ++j) r[j] += a[j];
         a = r;
       }
-      float absSum = 0;
-      for (size_t j = 0; j < m; ++j) absSum += std::fabs(a[j]);
-      const float s = absSum / static_cast<float>(m);
-      std::memcpy(scales + b, &s, sizeof(float));
-      uint8_t* out = signs + start / 8;
-      for (size_t j = 0; j < m; j += 8) {
-        const size_t k = std::min<size_t>(8, m - j);
-        unsigned byte = 0;
-        for (size_t t = 0; t < k; ++t) byte |= static_cast<unsigned>(a[j + t] >= 0.0f) << t;
-        out[j / 8] = static_cast<uint8_t>(byte);
-      }
+      const float s = avx2_ ? absMeanAvx2(a, m) : absMeanScalar(a, m);
+      std::memcpy(wire + b * sizeof(float), &s, sizeof(float));
+      if (avx2_)
+        packAvx2(a, m, signs + start / 8);
+      else
+        packScalar(a, m, signs + start / 8);
       if (residual != nullptr) {
-        float* r = residual + start;
-        for (size_t j = 0; j < m; ++j) r[j] -= r[j] >= 0.0f ? s : -s;
+        if (avx2_)
+          subtractAvx2(residual + start, m, s);
+        else
+          subtractScalar(residual + start, m, s);
       }
     }
   }
@@ -61,25 +157,20 @@ class OneBitCodec final : public ChunkCodec {
 
   template <bool kAdd>
   void run(const uint8_t* wire, size_t n, size_t capacity, float* out) const {
-    const float* scales = reinterpret_cast<const float*>(wire);
     const uint8_t* signs = wire + numBlocks(capacity) * sizeof(float);
     for (size_t b = 0, start = 0; start < n; ++b, start += block_) {
       const size_t m = std::min(block_, n - start);
       float s;
-      std::memcpy(&s, scales + b, sizeof(float));
-      const uint8_t* in = signs + start / 8;
-      float* o = out + start;
-      for (size_t j = 0; j < m; ++j) {
-        const float v = ((in[j / 8] >> (j % 8)) & 1u) ? s : -s;
-        if constexpr (kAdd)
-          o[j] += v;
-        else
-          o[j] = v;
-      }
+      std::memcpy(&s, wire + b * sizeof(float), sizeof(float));
+      if (avx2_)
+        expandAvx2<kAdd>(signs + start / 8, m, s, out + start);
+      else
+        expandScalar<kAdd>(signs + start / 8, m, s, out + start);
     }
   }
 
   size_t block_;
+  bool avx2_;
 };
 
 }  // namespace

@@ -69,8 +69,16 @@ class PowerSgdCompressor final : public Compressor {
       size_t cols = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(count))));
       while (cols > 1 && (cols - 1) * (cols - 1) >= count) --cols;
       const size_t rows = (count + cols - 1) / cols;
-      shapes.emplace_back(rows, cols);
-      padded_ = rows * cols;
+      const size_t r = std::min<size_t>({static_cast<size_t>(params_.rank), rows, cols});
+      if (rows > 1 && cols > 1 &&
+          static_cast<double>(rows + cols) * r * params_.minCompressionRate <
+              static_cast<double>(rows) * cols) {
+        shapes.emplace_back(rows, cols);
+        padded_ = rows * cols;
+      } else {
+        shapes.emplace_back(1, count);  // too small to compress: no padding
+        padded_ = count;
+      }
     }
 
     size_t offset = 0, uncompressed = 0, pTotal = 0, qTotal = 0, maxWork = 0;
@@ -100,7 +108,7 @@ class PowerSgdCompressor final : public Compressor {
       if (t.r) t.pOffset += uncompressed;
     pq_.assign(uncompressed + pTotal, 0.0f);
     q_.assign(qTotal, 0.0f);
-    m_.assign(padded_, 0.0f);
+    if (padded_ != count) m_.assign(padded_, 0.0f);
     work_.assign(maxWork, 0.0f);
     if (params_.errorFeedback) residual_.assign(padded_, 0.0f);
     initQ();
@@ -112,21 +120,31 @@ class PowerSgdCompressor final : public Compressor {
     for (auto* v : {&pq_, &q_, &m_, &work_, &residual_}) std::vector<float>().swap(*v);
   }
 
-  Status reduceInPlace(CollRunner& runner, float* x, size_t count, bool average) override {
-    // M = x + residual (padding stays zero).
-    float* m = m_.data();
-    if (params_.errorFeedback) {
-      for (size_t i = 0; i < count; ++i) m[i] = x[i] + residual_[i];
-    } else {
-      std::memcpy(m, x, count * sizeof(float));
-    }
-    std::memset(m + count, 0, (padded_ - count) * sizeof(float));
+  Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
+                bool average) override {
+    const bool ef = params_.errorFeedback != 0;
+    const bool padded = padded_ != count;
+    // M = in + residual, built in the residual (with feedback) or a padded
+    // copy of `in` (reshaped vectors), else `in` itself.
+    float* mbuf = ef ? residual_.data() : (padded ? m_.data() : nullptr);
+    if (padded) std::memset(mbuf + count, 0, (padded_ - count) * sizeof(float));
+    if (!ef && padded) std::memcpy(mbuf, in, count * sizeof(float));
+    const float* m = mbuf ? mbuf : in;
+
     for (const Tensor& t : tensors_) {
+      const size_t len = t.rows * t.cols;
       if (t.r == 0) {
-        std::memcpy(pq_.data() + t.uOffset, m + t.offset, t.rows * t.cols * sizeof(float));
-      } else {
-        gemm(false, false, t.rows, t.r, t.cols, 1.0f, m + t.offset, q_.data() + t.qOffset, 0.0f,
-             pq_.data() + t.pOffset);
+        if (ef) addInput(in, t.offset, len, count);
+        std::memcpy(pq_.data() + t.uOffset, m + t.offset, len * sizeof(float));
+        continue;
+      }
+      // Row blocks: M's rows are formed and multiplied while in cache.
+      const size_t step = rowBlock(t.cols);
+      for (size_t r0 = 0; r0 < t.rows; r0 += step) {
+        const size_t rows = std::min(step, t.rows - r0);
+        if (ef) addInput(in, t.offset + r0 * t.cols, rows * t.cols, count);
+        gemm(false, false, rows, t.r, t.cols, 1.0f, m + t.offset + r0 * t.cols,
+             q_.data() + t.qOffset, 0.0f, pq_.data() + t.pOffset + r0 * t.r);
       }
     }
     // One allreduce carries the uncompressed tensors and every P.
@@ -146,28 +164,47 @@ class PowerSgdCompressor final : public Compressor {
         for (float& v : q_) v /= n;
       }
     }
-    // M^ into m_ (after the residual has taken M - M^), then out to x.
+    // M^ = P Q^T into the output (a padded scratch for reshaped vectors);
+    // the residual keeps M - M^.
+    float* res = ef ? residual_.data() : nullptr;
     for (const Tensor& t : tensors_) {
-      float* mt = m + t.offset;
       const size_t len = t.rows * t.cols;
-      float* res = params_.errorFeedback ? residual_.data() + t.offset : nullptr;
       if (t.r == 0) {
         const float* u = pq_.data() + t.uOffset;
-        if (res) std::memset(res, 0, len * sizeof(float));
-        for (size_t i = 0; i < len; ++i) mt[i] = average ? u[i] / static_cast<float>(n_) : u[i];
+        float* o = out + t.offset;
+        const float n = static_cast<float>(n_);
+        for (size_t i = 0; i < len; ++i) o[i] = average ? u[i] / n : u[i];
+        if (res) std::memset(res + t.offset, 0, len * sizeof(float));
         continue;
       }
-      if (res) std::memcpy(res, mt, len * sizeof(float));
-      gemm(false, true, t.rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset, q_.data() + t.qOffset,
-           0.0f, mt);
-      if (res)
-        for (size_t i = 0; i < len; ++i) res[i] -= mt[i];
+      float* dst = padded ? m_.data() : out;
+      const size_t step = rowBlock(t.cols);
+      for (size_t r0 = 0; r0 < t.rows; r0 += step) {
+        const size_t rows = std::min(step, t.rows - r0);
+        float* o = dst + t.offset + r0 * t.cols;
+        gemm(false, true, rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset + r0 * t.r,
+             q_.data() + t.qOffset, 0.0f, o);
+        if (res) {
+          float* rr = res + t.offset + r0 * t.cols;
+          for (size_t i = 0; i < rows * t.cols; ++i) rr[i] -= o[i];
+        }
+      }
+      if (padded) std::memcpy(out, m_.data(), count * sizeof(float));
     }
-    std::memcpy(x, m, count * sizeof(float));
     return Status::ok();
   }
 
  private:
+  // Rows per block: about 64 KiB of M.
+  static size_t rowBlock(size_t cols) { return std::max<size_t>(1, 16384 / cols); }
+
+  // residual[off, off+len) += in (elements past count are padding).
+  void addInput(const float* in, size_t off, size_t len, size_t count) {
+    float* r = residual_.data() + off;
+    const size_t real = off >= count ? 0 : std::min(len, count - off);
+    for (size_t i = 0; i < real; ++i) r[i] += in[off + i];
+  }
+
   void initQ() {
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const Tensor& t = tensors_[i];
@@ -184,7 +221,7 @@ class PowerSgdCompressor final : public Compressor {
   std::vector<Tensor> tensors_;
   std::vector<float> pq_;        // uncompressed tensors, then every P
   std::vector<float> q_;         // every Q (warm start between steps)
-  std::vector<float> m_;         // M, then M^
+  std::vector<float> m_;         // reshaped vectors only: padded M, then M^
   std::vector<float> work_;      // Householder workspace
   std::vector<float> residual_;  // padded_ elements
 };

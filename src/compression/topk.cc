@@ -57,18 +57,19 @@ class TopKCompressor final : public Compressor {
     step_ = 0;
   }
 
-  Status reduceInPlace(CollRunner& runner, float* x, size_t count, bool average) override {
-    // acc = x + residual, held in the residual (or x itself without feedback).
-    float* acc = x;
+  Status reduce(CollRunner& runner, const float* in, float* x, size_t count,
+                bool average) override {
+    // acc = in + residual, held in the residual (or `in` without feedback).
+    const float* acc = in;
     if (params_.errorFeedback) {
-      for (size_t i = 0; i < count; ++i) residual_[i] += x[i];
+      for (size_t i = 0; i < count; ++i) residual_[i] += in[i];
       acc = residual_.data();
     }
     if (params_.randomK)
       pickRandom(count);
     else
       pickLargest(acc, count);
-    for (size_t s = 0; s < k_; ++s) vals_[s] = acc[idx_[s]];
+    for (size_t s = 0; s < k_; ++s) vals_[s] = acc[idx_[s]];  // before x (may be in) changes
     if (params_.errorFeedback)
       for (size_t s = 0; s < k_; ++s) residual_[idx_[s]] = 0.0f;
     ++step_;

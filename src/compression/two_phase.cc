@@ -63,11 +63,12 @@ class TwoPhaseCompressor final : public Compressor {
     for (auto* v : {&sum_, &workerResidual_, &serverResidual_}) std::vector<float>().swap(*v);
   }
 
-  Status reduceInPlace(CollRunner& runner, float* x, size_t count, bool average) override {
+  Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
+                bool average) override {
     const int me = runner.rank();
     for (int j = 0; j < n_; ++j) {
       const size_t off = j * cap_;
-      codec_->encode(x + std::min(off, count), errorFeedback_ ? workerResidual_.data() + std::min(off, count) : nullptr,
+      codec_->encode(in + std::min(off, count), errorFeedback_ ? workerResidual_.data() + std::min(off, count) : nullptr,
                      chunkLen(j, count), cap_, send_.data() + j * wire_);
     }
     WEFT_RETURN_IF_ERROR(runner.allToAll(send_.data(), recv_.data(), wire_));
@@ -79,13 +80,14 @@ class TwoPhaseCompressor final : public Compressor {
       const float n = static_cast<float>(n_);
       for (size_t i = 0; i < mine; ++i) sum_[i] /= n;
     }
-    uint8_t* out = send_.data();  // free again: reuse as the owner's encoding
-    codec_->encode(sum_.data(), errorFeedback_ ? serverResidual_.data() : nullptr, mine, cap_, out);
-    WEFT_RETURN_IF_ERROR(runner.allGather(out, gathered_.data(), wire_));
+    uint8_t* owned = send_.data();  // free again: reuse as the owner's encoding
+    codec_->encode(sum_.data(), errorFeedback_ ? serverResidual_.data() : nullptr, mine, cap_,
+                   owned);
+    WEFT_RETURN_IF_ERROR(runner.allGather(owned, gathered_.data(), wire_));
 
     for (int j = 0; j < n_; ++j) {
       const size_t len = chunkLen(j, count);
-      if (len > 0) codec_->decode(gathered_.data() + j * wire_, len, cap_, x + j * cap_);
+      if (len > 0) codec_->decode(gathered_.data() + j * wire_, len, cap_, out + j * cap_);
     }
     return Status::ok();
   }
