@@ -233,6 +233,14 @@ TEST(CompressionGroup, TopKErrorFeedbackKeepsRunningSumsClose) {
   EXPECT_GT(noEf, 4 * ef) << "ef " << ef << " no ef " << noEf;
 }
 
+TEST(CompressionGroup, PowerSgdErrorFeedbackKeepsRunningSumsClose) {
+  const double ef = runningGap("powersgd:rank=1", 1000);
+  const double noEf = runningGap("powersgd:rank=1,ef=0", 1000);
+  std::printf("running-sum gap after 1000 steps: with feedback %g, without %g\n", ef, noEf);
+  EXPECT_LT(ef, 10.0) << "residual grew: gap " << ef;
+  EXPECT_GT(noEf, 4 * ef) << "ef " << ef << " no ef " << noEf;
+}
+
 TEST(CompressionGroup, PowerSgdIsExactOnLowRankMatrices) {
   const int n = 3;
   for (size_t r : {2u, 4u, 20u}) {  // Gram-Schmidt, and Householder for 20

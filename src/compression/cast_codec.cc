@@ -1,4 +1,5 @@
 // The fp16 / bf16 cast codecs: 2 bytes per element on the wire.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -14,41 +15,46 @@ class CastCodec final : public ChunkCodec {
   const char* name() const override { return kBf16 ? "bf16" : "fp16"; }
   size_t wireBytes(size_t capacity) const override { return capacity * 2; }
 
-  void encode(const float* x, float* residual, size_t n, size_t capacity,
-              uint8_t* wire) const override {
-    uint16_t* w = reinterpret_cast<uint16_t*>(wire);
+  size_t granule() const override { return 1; }
+
+  void encodeRange(const float* x, float* residual, size_t begin, size_t end, size_t,
+                   uint8_t* wire) const override {
+    uint16_t* w = reinterpret_cast<uint16_t*>(wire) + begin;
+    const size_t n = end - begin;
     if (residual == nullptr) {
       narrow(x, n, w);
-    } else {
-      // x + r, rounded; r keeps what rounding dropped. In blocks, so that the
-      // sum stays in cache between the two passes.
-      constexpr size_t kBlock = 2048;
-      float sum[kBlock];
-      float back[kBlock];
-      for (size_t i = 0; i < n; i += kBlock) {
-        const size_t m = std::min(kBlock, n - i);
-        for (size_t j = 0; j < m; ++j) sum[j] = x[i + j] + residual[i + j];
-        narrow(sum, m, w + i);
-        widen(w + i, m, back);
-        for (size_t j = 0; j < m; ++j) residual[i + j] = sum[j] - back[j];
-      }
+      return;
     }
-    std::memset(w + n, 0, (capacity - n) * 2);
+    // x + r, rounded; r keeps what rounding dropped. In blocks, so that the
+    // sum stays in cache between the passes.
+    constexpr size_t kBlock = 2048;
+    float sum[kBlock];
+    float back[kBlock];
+    for (size_t i = 0; i < n; i += kBlock) {
+      const size_t m = std::min(kBlock, n - i);
+      for (size_t j = 0; j < m; ++j) sum[j] = x[i + j] + residual[i + j];
+      narrow(sum, m, w + i);
+      widen(w + i, m, back);
+      for (size_t j = 0; j < m; ++j) residual[i + j] = sum[j] - back[j];
+    }
   }
 
-  void decode(const uint8_t* wire, size_t n, size_t, float* out) const override {
-    widen(reinterpret_cast<const uint16_t*>(wire), n, out);
-  }
-
-  void decodeAdd(const uint8_t* wire, size_t n, size_t, float* acc) const override {
-    const uint16_t* w = reinterpret_cast<const uint16_t*>(wire);
+  void decodeRange(const uint8_t* wire, size_t begin, size_t end, size_t, float* out,
+                   bool add) const override {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(wire) + begin;
+    const size_t n = end - begin;
+    if (!add) return widen(w, n, out);
     constexpr size_t kBlock = 2048;
     float tmp[kBlock];
     for (size_t i = 0; i < n; i += kBlock) {
       const size_t m = std::min(kBlock, n - i);
       widen(w + i, m, tmp);
-      for (size_t j = 0; j < m; ++j) acc[i + j] += tmp[j];
+      for (size_t j = 0; j < m; ++j) out[i + j] += tmp[j];
     }
+  }
+
+  void zeroUnused(uint8_t* wire, size_t n, size_t capacity) const override {
+    std::memset(wire + 2 * n, 0, (capacity - n) * 2);
   }
 
  private:

@@ -19,16 +19,34 @@ class ChunkCodec {
   virtual const char* name() const = 0;
   // Wire bytes of a chunk that holds up to `capacity` elements.
   virtual size_t wireBytes(size_t capacity) const = 0;
-  // Encodes x[0..n) into wire (wireBytes(capacity) bytes, n <= capacity; the
-  // unused tail is zeroed). With a residual r: encodes x + r and leaves
-  // r = (x + r) - decode(wire), the error that feedback carries forward.
-  // x may alias r.
-  virtual void encode(const float* x, float* residual, size_t n, size_t capacity,
-                      uint8_t* wire) const = 0;
-  // out[0..n) = the values wire stands for.
-  virtual void decode(const uint8_t* wire, size_t n, size_t capacity, float* out) const = 0;
-  // Combine: acc[0..n) += the values wire stands for.
-  virtual void decodeAdd(const uint8_t* wire, size_t n, size_t capacity, float* acc) const = 0;
+  // Elements per independently coded unit (1-bit: one scale block).
+  virtual size_t granule() const = 0;
+
+  // Encodes elements [begin, end) of a chunk into its wire image; begin is a
+  // multiple of granule(); x (and residual) point at element `begin`. With a
+  // residual r: encodes x + r and leaves r = (x + r) - decode(wire), the
+  // error that feedback carries forward. x may alias r.
+  virtual void encodeRange(const float* x, float* residual, size_t begin, size_t end,
+                           size_t capacity, uint8_t* wire) const = 0;
+  // out[0 .. end-begin) = (add ? out + : ) the values elements [begin, end)
+  // of the wire image stand for. Combining is decoding with add.
+  virtual void decodeRange(const uint8_t* wire, size_t begin, size_t end, size_t capacity,
+                           float* out, bool add) const = 0;
+  // Zeroes the wire image past element n, so that a short chunk's image is
+  // fully defined.
+  virtual void zeroUnused(uint8_t* wire, size_t n, size_t capacity) const = 0;
+
+  // Whole-chunk forms: elements [0, n) of a chunk of `capacity`.
+  void encode(const float* x, float* residual, size_t n, size_t capacity, uint8_t* wire) const {
+    encodeRange(x, residual, 0, n, capacity, wire);
+    zeroUnused(wire, n, capacity);
+  }
+  void decode(const uint8_t* wire, size_t n, size_t capacity, float* out) const {
+    decodeRange(wire, 0, n, capacity, out, false);
+  }
+  void decodeAdd(const uint8_t* wire, size_t n, size_t capacity, float* acc) const {
+    decodeRange(wire, 0, n, capacity, acc, true);
+  }
 };
 
 // fp16 / bf16 cast, round to nearest even: 2 bytes per element. Error per

@@ -3,8 +3,11 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <mutex>
 #include <cstring>
 #include <vector>
+
+#include "base/env.h"
 
 namespace weft::compression {
 namespace {
@@ -13,6 +16,14 @@ namespace {
 constexpr float kDependent = 1e-6f;
 
 }  // namespace
+
+void configureBlasThreads() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const int64_t threads = envInt("BLAS_THREADS", 1);
+    if (threads > 0) openblas_set_num_threads(static_cast<int>(threads));
+  });
+}
 
 void gemm(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha, const float* a,
           const float* b, float beta, float* c) {

@@ -6,6 +6,12 @@
 
 namespace weft::compression {
 
+// Sets OpenBLAS's thread count once per process from WEFT_BLAS_THREADS
+// (default 1: every rank is a process with a core of its own, and BLAS
+// threads spinning next to the ranks slow the collectives; 0 leaves
+// OpenBLAS's own setting).
+void configureBlasThreads();
+
 // C (m x n) = alpha * op(A) op(B) + beta * C; op = transpose when the flag is set.
 void gemm(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha, const float* a,
           const float* b, float beta, float* c);

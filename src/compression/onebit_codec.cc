@@ -117,55 +117,66 @@ class OneBitCodec final : public ChunkCodec {
     return numBlocks(capacity) * sizeof(float) + (capacity + 7) / 8;
   }
 
-  void encode(const float* x, float* residual, size_t n, size_t capacity,
-              uint8_t* wire) const override {
+  size_t granule() const override { return block_; }
+
+  void encodeRange(const float* x, float* residual, size_t begin, size_t end, size_t capacity,
+                   uint8_t* wire) const override {
     uint8_t* signs = wire + numBlocks(capacity) * sizeof(float);
-    std::memset(wire, 0, wireBytes(capacity));
-    for (size_t b = 0, start = 0; start < n; ++b, start += block_) {
-      const size_t m = std::min(block_, n - start);
-      const float* a = x + start;
-      if (residual != nullptr) {
+    for (size_t start = begin; start < end; start += block_) {
+      const size_t m = std::min(block_, end - start);
+      const float* a = x + (start - begin);
+      float* r = residual ? residual + (start - begin) : nullptr;
+      if (r != nullptr) {
         // acc = x + r, kept in r while the block is in cache.
-        float* r = residual + start;
         for (size_t j = 0; j < m; ++j) r[j] += a[j];
         a = r;
       }
       const float s = avx2_ ? absMeanAvx2(a, m) : absMeanScalar(a, m);
-      std::memcpy(wire + b * sizeof(float), &s, sizeof(float));
+      std::memcpy(wire + (start / block_) * sizeof(float), &s, sizeof(float));
       if (avx2_)
         packAvx2(a, m, signs + start / 8);
       else
         packScalar(a, m, signs + start / 8);
-      if (residual != nullptr) {
+      if (r != nullptr) {
         if (avx2_)
-          subtractAvx2(residual + start, m, s);
+          subtractAvx2(r, m, s);
         else
-          subtractScalar(residual + start, m, s);
+          subtractScalar(r, m, s);
       }
     }
   }
 
-  void decode(const uint8_t* wire, size_t n, size_t capacity, float* out) const override {
-    run<false>(wire, n, capacity, out);
+  void decodeRange(const uint8_t* wire, size_t begin, size_t end, size_t capacity, float* out,
+                   bool add) const override {
+    if (add)
+      run<true>(wire, begin, end, capacity, out);
+    else
+      run<false>(wire, begin, end, capacity, out);
   }
-  void decodeAdd(const uint8_t* wire, size_t n, size_t capacity, float* acc) const override {
-    run<true>(wire, n, capacity, acc);
+
+  void zeroUnused(uint8_t* wire, size_t n, size_t capacity) const override {
+    const size_t usedBlocks = numBlocks(n), usedBytes = (n + 7) / 8;
+    std::memset(wire + usedBlocks * sizeof(float), 0,
+                (numBlocks(capacity) - usedBlocks) * sizeof(float));
+    uint8_t* signs = wire + numBlocks(capacity) * sizeof(float);
+    std::memset(signs + usedBytes, 0, (capacity + 7) / 8 - usedBytes);
   }
 
  private:
   size_t numBlocks(size_t n) const { return (n + block_ - 1) / block_; }
 
   template <bool kAdd>
-  void run(const uint8_t* wire, size_t n, size_t capacity, float* out) const {
+  void run(const uint8_t* wire, size_t begin, size_t end, size_t capacity, float* out) const {
     const uint8_t* signs = wire + numBlocks(capacity) * sizeof(float);
-    for (size_t b = 0, start = 0; start < n; ++b, start += block_) {
-      const size_t m = std::min(block_, n - start);
+    for (size_t start = begin; start < end; start += block_) {
+      const size_t m = std::min(block_, end - start);
       float s;
-      std::memcpy(&s, wire + b * sizeof(float), sizeof(float));
+      std::memcpy(&s, wire + (start / block_) * sizeof(float), sizeof(float));
+      float* o = out + (start - begin);
       if (avx2_)
-        expandAvx2<kAdd>(signs + start / 8, m, s, out + start);
+        expandAvx2<kAdd>(signs + start / 8, m, s, o);
       else
-        expandScalar<kAdd>(signs + start / 8, m, s, out + start);
+        expandScalar<kAdd>(signs + start / 8, m, s, o);
     }
   }
 

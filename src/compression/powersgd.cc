@@ -36,7 +36,9 @@ struct Tensor {
 class PowerSgdCompressor final : public Compressor {
  public:
   explicit PowerSgdCompressor(const weftCompressorParams_t& params)
-      : Compressor(weftCompressPowerSGD, params) {}
+      : Compressor(weftCompressPowerSGD, params) {
+    configureBlasThreads();
+  }
 
  protected:
   Status bind(size_t count, int nranks) override {
@@ -110,6 +112,11 @@ class PowerSgdCompressor final : public Compressor {
     q_.assign(qTotal, 0.0f);
     if (padded_ != count) m_.assign(padded_, 0.0f);
     work_.assign(maxWork, 0.0f);
+    size_t maxScratch = 0;
+    for (const Tensor& t : tensors_)
+      if (t.r) maxScratch = std::max(maxScratch, rowBlock(t.cols) * t.cols);
+    scratch_.assign(maxScratch, 0.0f);
+    pending_ = false;
     if (params_.errorFeedback) residual_.assign(padded_, 0.0f);
     initQ();
     return Status::ok();
@@ -117,7 +124,8 @@ class PowerSgdCompressor final : public Compressor {
 
   void clearState() override {
     tensors_.clear();
-    for (auto* v : {&pq_, &q_, &m_, &work_, &residual_}) std::vector<float>().swap(*v);
+    for (auto* v : {&pq_, &q_, &m_, &work_, &scratch_, &residual_}) std::vector<float>().swap(*v);
+    pending_ = false;
   }
 
   Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
@@ -138,13 +146,29 @@ class PowerSgdCompressor final : public Compressor {
         std::memcpy(pq_.data() + t.uOffset, m + t.offset, len * sizeof(float));
         continue;
       }
-      // Row blocks: M's rows are formed and multiplied while in cache.
+      // Row blocks: M's rows are formed and multiplied while in cache. With
+      // feedback the residual buffer holds last step's M, and last step's
+      // M^ = P Q^T is taken off here rather than at the end of that step:
+      // one pass over the matrix less.
       const size_t step = rowBlock(t.cols);
       for (size_t r0 = 0; r0 < t.rows; r0 += step) {
         const size_t rows = std::min(step, t.rows - r0);
-        if (ef) addInput(in, t.offset + r0 * t.cols, rows * t.cols, count);
-        gemm(false, false, rows, t.r, t.cols, 1.0f, m + t.offset + r0 * t.cols,
-             q_.data() + t.qOffset, 0.0f, pq_.data() + t.pOffset + r0 * t.r);
+        const size_t off = t.offset + r0 * t.cols;
+        float* p = pq_.data() + t.pOffset + r0 * t.r;
+        if (ef) {
+          float* mrow = residual_.data() + off;
+          if (pending_) {
+            gemm(false, true, rows, t.cols, t.r, 1.0f, p, q_.data() + t.qOffset, 0.0f,
+                 scratch_.data());
+            for (size_t i = 0; i < rows * t.cols; ++i) mrow[i] -= scratch_[i];
+          }
+          addInput(in, off, rows * t.cols, count);
+          if (off + rows * t.cols > count) {  // padding of a reshaped vector stays zero
+            const size_t from = count > off ? count - off : 0;
+            std::memset(mrow + from, 0, (rows * t.cols - from) * sizeof(float));
+          }
+        }
+        gemm(false, false, rows, t.r, t.cols, 1.0f, m + off, q_.data() + t.qOffset, 0.0f, p);
       }
     }
     // One allreduce carries the uncompressed tensors and every P.
@@ -164,9 +188,8 @@ class PowerSgdCompressor final : public Compressor {
         for (float& v : q_) v /= n;
       }
     }
-    // M^ = P Q^T into the output (a padded scratch for reshaped vectors);
-    // the residual keeps M - M^.
-    float* res = ef ? residual_.data() : nullptr;
+    // M^ = P Q^T into the output (a padded scratch for reshaped vectors).
+    // The residual keeps M; M^ comes off it at the start of the next step.
     for (const Tensor& t : tensors_) {
       const size_t len = t.rows * t.cols;
       if (t.r == 0) {
@@ -174,23 +197,15 @@ class PowerSgdCompressor final : public Compressor {
         float* o = out + t.offset;
         const float n = static_cast<float>(n_);
         for (size_t i = 0; i < len; ++i) o[i] = average ? u[i] / n : u[i];
-        if (res) std::memset(res + t.offset, 0, len * sizeof(float));
+        if (ef) std::memset(residual_.data() + t.offset, 0, len * sizeof(float));
         continue;
       }
       float* dst = padded ? m_.data() : out;
-      const size_t step = rowBlock(t.cols);
-      for (size_t r0 = 0; r0 < t.rows; r0 += step) {
-        const size_t rows = std::min(step, t.rows - r0);
-        float* o = dst + t.offset + r0 * t.cols;
-        gemm(false, true, rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset + r0 * t.r,
-             q_.data() + t.qOffset, 0.0f, o);
-        if (res) {
-          float* rr = res + t.offset + r0 * t.cols;
-          for (size_t i = 0; i < rows * t.cols; ++i) rr[i] -= o[i];
-        }
-      }
+      gemm(false, true, t.rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset, q_.data() + t.qOffset,
+           0.0f, dst + t.offset);
       if (padded) std::memcpy(out, m_.data(), count * sizeof(float));
     }
+    pending_ = ef;
     return Status::ok();
   }
 
@@ -223,7 +238,9 @@ class PowerSgdCompressor final : public Compressor {
   std::vector<float> q_;         // every Q (warm start between steps)
   std::vector<float> m_;         // reshaped vectors only: padded M, then M^
   std::vector<float> work_;      // Householder workspace
-  std::vector<float> residual_;  // padded_ elements
+  std::vector<float> scratch_;   // one row block of last step's M^
+  std::vector<float> residual_;  // padded_ elements: M - M^ (M until the next step)
+  bool pending_ = false;         // residual_ still holds M: take last step's M^ off
 };
 
 }  // namespace

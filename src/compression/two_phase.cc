@@ -50,7 +50,8 @@ class TwoPhaseCompressor final : public Compressor {
     send_.assign(wire_ * n_, 0);
     recv_.assign(wire_ * n_, 0);
     gathered_.assign(wire_ * n_, 0);
-    sum_.assign(cap_, 0.0f);
+    const size_t g = codec_->granule();
+    tile_.assign(std::max<size_t>(g, (4096 + g - 1) / g * g), 0.0f);
     if (errorFeedback_) {
       workerResidual_.assign(count, 0.0f);
       serverResidual_.assign(cap_, 0.0f);
@@ -60,7 +61,7 @@ class TwoPhaseCompressor final : public Compressor {
 
   void clearState() override {
     for (auto* v : {&send_, &recv_, &gathered_}) std::vector<uint8_t>().swap(*v);
-    for (auto* v : {&sum_, &workerResidual_, &serverResidual_}) std::vector<float>().swap(*v);
+    for (auto* v : {&tile_, &workerResidual_, &serverResidual_}) std::vector<float>().swap(*v);
   }
 
   Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
@@ -73,16 +74,22 @@ class TwoPhaseCompressor final : public Compressor {
     }
     WEFT_RETURN_IF_ERROR(runner.allToAll(send_.data(), recv_.data(), wire_));
 
+    // Owner: decode-sum-encode tile by tile, so that the sum never leaves
+    // the cache.
     const size_t mine = chunkLen(me, count);
-    std::fill(sum_.begin(), sum_.end(), 0.0f);
-    for (int p = 0; p < n_; ++p) codec_->decodeAdd(recv_.data() + p * wire_, mine, cap_, sum_.data());
-    if (average) {
-      const float n = static_cast<float>(n_);
-      for (size_t i = 0; i < mine; ++i) sum_[i] /= n;
+    uint8_t* owned = send_.data();  // free again: reuse for the owner's encoding
+    const float n = static_cast<float>(n_);
+    float* tile = tile_.data();
+    for (size_t b = 0; b < mine; b += tile_.size()) {
+      const size_t e = std::min(mine, b + tile_.size());
+      for (int p = 0; p < n_; ++p)
+        codec_->decodeRange(recv_.data() + p * wire_, b, e, cap_, tile, p > 0);
+      if (average)
+        for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
+      codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + b : nullptr, b, e, cap_,
+                          owned);
     }
-    uint8_t* owned = send_.data();  // free again: reuse as the owner's encoding
-    codec_->encode(sum_.data(), errorFeedback_ ? serverResidual_.data() : nullptr, mine, cap_,
-                   owned);
+    codec_->zeroUnused(owned, mine, cap_);
     WEFT_RETURN_IF_ERROR(runner.allGather(owned, gathered_.data(), wire_));
 
     for (int j = 0; j < n_; ++j) {
@@ -104,7 +111,7 @@ class TwoPhaseCompressor final : public Compressor {
   size_t cap_ = 0;   // elements per chunk
   size_t wire_ = 0;  // wire bytes per chunk
   std::vector<uint8_t> send_, recv_, gathered_;
-  std::vector<float> sum_;
+  std::vector<float> tile_;  // the owner's sums, a few granules at a time
   std::vector<float> workerResidual_;  // count elements
   std::vector<float> serverResidual_;  // this rank's chunk
 };
