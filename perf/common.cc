@@ -403,8 +403,8 @@ int parseArgs(int argc, char** argv, Options* o) {
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:m:w:c:o:d:r:z:a:C:J:Z:t:g:h", longOpts, nullptr)) !=
-         -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:m:w:c:o:d:r:z:a:C:J:Z:t:g:h", longOpts,
+                          nullptr)) != -1) {
     bool ok = true;
     int v = 0;
     switch (c) {
@@ -657,8 +657,9 @@ void Bench::printHeader(const char* prog) {
   }
   std::printf("#\n");
   const bool z = !opt_.compress.empty();
-  if (z) std::printf("# Compressed allreduce: %s (wire: bytes sent per rank per call)\n#\n",
-                     opt_.compress.c_str());
+  if (z)
+    std::printf("# Compressed allreduce: %s (wire: bytes sent per rank per call)\n#\n",
+                opt_.compress.c_str());
   std::printf(
       "#%62s%s%23s%s\n"
       "#       size         count      type   redop    root     time   algbw   busbw #wrong"
@@ -693,7 +694,7 @@ void Bench::issue(int t, weftRedOp_t op, int root, bool inplace) {
   a.comm = comm_;
   a.stream = opt_.blocking ? nullptr : stream_;
   weftResult_t r = comp_ ? weftCompressedAllReduce(a.send, a.recv, a.count, a.type, a.op, comp_,
-                                                    a.comm, a.stream)
+                                                   a.comm, a.stream)
                          : coll_.issue(a);
   if (r != weftSuccess) fail(comp_ ? "weftCompressedAllReduce" : coll_.name, r);
 }
@@ -827,7 +828,8 @@ long long Bench::checkCompressed(int t, int op, bool inplace) {
 
   const bool exact = compressExact(opt_.compress);
   double maxAbs = 0;
-  for (size_t j = 0; j < count; ++j) maxAbs = std::max(maxAbs, std::fabs(loadElt(&model[j * ws], t)));
+  for (size_t j = 0; j < count; ++j)
+    maxAbs = std::max(maxAbs, std::fabs(loadElt(&model[j * ws], t)));
   const char* recv = recvbuf_ + recvOff;
   for (size_t j = 0; j < count; ++j) {
     const double want = loadElt(&model[j * ws], t);

@@ -35,8 +35,7 @@ using namespace weft::compression;
 namespace {
 
 double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 template <class Fn>
@@ -112,8 +111,10 @@ int main(int argc, char** argv) {
   size_t pos = 0;
   while (pos < codecs.size()) {
     size_t next = codecs.find(',', pos);
-    std::string item = codecs.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-    if (!specs.empty() && item.find('=') != std::string::npos && item.find(':') == std::string::npos)
+    std::string item =
+        codecs.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    if (!specs.empty() && item.find('=') != std::string::npos &&
+        item.find(':') == std::string::npos)
       specs.back() += "," + item;
     else
       specs.push_back(item);
@@ -136,9 +137,13 @@ int main(int argc, char** argv) {
     if (codec) {
       std::vector<uint8_t> wire(codec->wireBytes(count));
       const bool ef = kind == weftCompressOneBit;
-      enc = bytes / best(reps, [&] {
-              codec->encode(x.data(), ef ? residual.data() : nullptr, count, count, wire.data());
-            }) / 1e9;
+      enc =
+          bytes /
+          best(reps,
+               [&] {
+                 codec->encode(x.data(), ef ? residual.data() : nullptr, count, count, wire.data());
+               }) /
+          1e9;
       dec = bytes / best(reps, [&] { codec->decode(wire.data(), count, count, y.data()); }) / 1e9;
     }
     std::unique_ptr<Compressor> c;
@@ -146,9 +151,11 @@ int main(int argc, char** argv) {
     double step = 0;
     (void)runLocalGroup(1, [&](CollRunner& runner) -> weft::Status {
       WEFT_RETURN_IF_ERROR(c->allReduce(runner, x.data(), y.data(), count, weftFloat32, true));
-      step = bytes / best(reps, [&] {
-               (void)c->allReduce(runner, x.data(), y.data(), count, weftFloat32, true);
-             }) / 1e9;
+      step =
+          bytes /
+          best(reps,
+               [&] { (void)c->allReduce(runner, x.data(), y.data(), count, weftFloat32, true); }) /
+          1e9;
       return weft::Status::ok();
     });
     const double ratio = ratioOf(spec, count);

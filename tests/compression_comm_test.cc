@@ -119,32 +119,31 @@ TEST(CompressedAllReduce, BadInputGetsClearErrors) {
 
     std::vector<float> x(100, 1.0f), y(100);
     RANK_CHECK_OK(weftCompressorCreateFromString(comm, "powersgd:rows=10,cols=20", &c));
-    expectError(weftCompressedAllReduce(x.data(), y.data(), 100, weftFloat32, weftAvg, c, comm,
-                                        nullptr),
-                "does not match count 100");
+    expectError(
+        weftCompressedAllReduce(x.data(), y.data(), 100, weftFloat32, weftAvg, c, comm, nullptr),
+        "does not match count 100");
     RANK_CHECK_OK(weftCompressorDestroy(c));
 
     RANK_CHECK_OK(weftCompressorCreateFromString(comm, "onebit", &c));
-    expectError(weftCompressedAllReduce(x.data(), y.data(), 100, weftInt32, weftAvg, c, comm,
-                                        nullptr),
-                "not int32");
-    expectError(weftCompressedAllReduce(x.data(), y.data(), 100, weftFloat32, weftMax, c, comm,
-                                        nullptr),
-                "weftSum or weftAvg");
-    RANK_CHECK_OK(weftCompressedAllReduce(x.data(), y.data(), 100, weftFloat32, weftAvg, c, comm,
-                                          nullptr));
-    expectError(weftCompressedAllReduce(x.data(), y.data(), 50, weftFloat32, weftAvg, c, comm,
-                                        nullptr),
-                "one compressor per buffer");
+    expectError(
+        weftCompressedAllReduce(x.data(), y.data(), 100, weftInt32, weftAvg, c, comm, nullptr),
+        "not int32");
+    expectError(
+        weftCompressedAllReduce(x.data(), y.data(), 100, weftFloat32, weftMax, c, comm, nullptr),
+        "weftSum or weftAvg");
+    RANK_CHECK_OK(
+        weftCompressedAllReduce(x.data(), y.data(), 100, weftFloat32, weftAvg, c, comm, nullptr));
+    expectError(
+        weftCompressedAllReduce(x.data(), y.data(), 50, weftFloat32, weftAvg, c, comm, nullptr),
+        "one compressor per buffer");
     RANK_CHECK_OK(weftCompressorReset(c));
-    RANK_CHECK_OK(weftCompressedAllReduce(x.data(), y.data(), 50, weftFloat32, weftAvg, c, comm,
-                                          nullptr));
+    RANK_CHECK_OK(
+        weftCompressedAllReduce(x.data(), y.data(), 50, weftFloat32, weftAvg, c, comm, nullptr));
     RANK_CHECK_OK(weftCompressorDestroy(c));
     expectError(weftCompressorDestroy(c), "destroyed");
-    expectError(weftCompressedAllReduce(x.data(), y.data(), 50, weftFloat32, weftAvg, nullptr,
-                                        comm, nullptr),
+    expectError(weftCompressedAllReduce(x.data(), y.data(), 50, weftFloat32, weftAvg, nullptr, comm,
+                                        nullptr),
                 "NULL");
-
   });
 }
 

@@ -106,8 +106,8 @@ double train(weftComm_t comm, int rank, const std::string& spec, int steps) {
   for (int t = 0; t < steps; ++t) {
     lossAndGrad(shard, w, &grad);
     if (c)
-      RANK_CHECK_OK(weftCompressedAllReduce(grad.data(), grad.data(), kParams, weftFloat32,
-                                            weftAvg, c, comm, nullptr));
+      RANK_CHECK_OK(weftCompressedAllReduce(grad.data(), grad.data(), kParams, weftFloat32, weftAvg,
+                                            c, comm, nullptr));
     else
       RANK_CHECK_OK(
           weftAllReduce(grad.data(), grad.data(), kParams, weftFloat32, weftAvg, comm, nullptr));
@@ -133,8 +133,8 @@ TEST(CompressionConvergence, CompressedTrainingMatchesUncompressed) {
     }
     const double noEf = train(comm, rank, "onebit:ef=0", steps);
     if (rank == 0) std::printf("%-16s loss %.5f\n", "onebit:ef=0", noEf);
-    RANK_EXPECT(noEf > 1.1 * plain) << "1-bit without error feedback: loss " << noEf
-                                    << " vs uncompressed " << plain;
+    RANK_EXPECT(noEf > 1.1 * plain)
+        << "1-bit without error feedback: loss " << noEf << " vs uncompressed " << plain;
   });
 }
 

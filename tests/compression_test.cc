@@ -142,7 +142,9 @@ TEST(CompressionGroup, CastMatchesSerialReference) {
     const bool bf = spec[0] == 'b';
     auto in = [&](int r, int) { return gaussian(count, 10 + r); };
     auto out = runGroup(n, spec, count, 1, in);
-    auto q = [&](float v) { return bf ? bf16ToFloat(floatToBf16(v)) : halfToFloat(floatToHalf(v)); };
+    auto q = [&](float v) {
+      return bf ? bf16ToFloat(floatToBf16(v)) : halfToFloat(floatToHalf(v));
+    };
     for (size_t i = 0; i < count; ++i) {
       float sum = 0;
       for (int r = 0; r < n; ++r) sum += q(in(r, 0)[i]);
@@ -155,9 +157,10 @@ TEST(CompressionGroup, CastMatchesSerialReference) {
 TEST(CompressionGroup, ResultsAreBitIdenticalOnEveryRank) {
   const int n = 4;
   const size_t count = 4099;
-  for (const char* spec : {"onebit", "onebit:block=64", "topk:ratio=0.05", "topk:ratio=0.05,random=1",
-                           "powersgd:rank=2", "fp16", "bf16"}) {
-    auto out = runGroup(n, spec, count, 3, [&](int r, int s) { return gaussian(count, 100 * s + r); });
+  for (const char* spec : {"onebit", "onebit:block=64", "topk:ratio=0.05",
+                           "topk:ratio=0.05,random=1", "powersgd:rank=2", "fp16", "bf16"}) {
+    auto out =
+        runGroup(n, spec, count, 3, [&](int r, int s) { return gaussian(count, 100 * s + r); });
     for (int s = 0; s < 3; ++s)
       for (int r = 1; r < n; ++r)
         ASSERT_EQ(std::memcmp(out[r][s].data(), out[0][s].data(), count * 4), 0)
@@ -187,7 +190,8 @@ TEST(CompressionGroup, TopKKeepsTheLargestEntries) {
     auto x = in(r, 0);
     std::vector<size_t> idx(count);
     for (size_t i = 0; i < count; ++i) idx[i] = i;
-    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return std::fabs(x[a]) > std::fabs(x[b]); });
+    std::sort(idx.begin(), idx.end(),
+              [&](size_t a, size_t b) { return std::fabs(x[a]) > std::fabs(x[b]); });
     for (int k = 0; k < 10; ++k) want[idx[k]] += x[idx[k]];
   }
   for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[0][0][i], want[i]) << i;
@@ -281,8 +285,8 @@ TEST(CompressionGroup, PowerSgdSendsSmallTensorsUncompressedAndExactly) {
     WEFT_RETURN_IF_ERROR(Compressor::create(weftCompressPowerSGD, p, &c));
     auto x = gaussian(count, 60 + runner.rank());
     out[runner.rank()].resize(count);
-    WEFT_RETURN_IF_ERROR(c->allReduce(runner, x.data(), out[runner.rank()].data(), count,
-                                      weftFloat32, false));
+    WEFT_RETURN_IF_ERROR(
+        c->allReduce(runner, x.data(), out[runner.rank()].data(), count, weftFloat32, false));
     if (runner.rank() == 0) wire = c->lastWireBytes(), plain = c->lastPlainBytes();
     return Status::ok();
   });

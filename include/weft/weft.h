@@ -186,7 +186,6 @@ weftResult_t weftRecv(void* recvbuff, size_t count, weftDataType_t datatype, int
 weftResult_t weftGroupStart(void);
 weftResult_t weftGroupEnd(void);
 
-
 /* ------------------------------------------------------------------------
  * Compressed allreduce (gradient compression).
  *
@@ -225,26 +224,26 @@ typedef enum {
 
 #define WEFT_COMPRESSOR_PARAMS_MAGIC 0x7766637au /* "wfcz" */
 typedef struct weftCompressorParams_v1 {
-  size_t size;           /* sizeof(weftCompressorParams_t) */
-  unsigned int magic;    /* WEFT_COMPRESSOR_PARAMS_MAGIC */
-  int errorFeedback;     /* OneBit, TopK, PowerSGD: 1 keeps residuals (default) */
-  int blockSize;         /* OneBit: elements per scale, multiple of 8 (2048) */
-  int rank;              /* PowerSGD: approximation rank, >= 1 (4) */
-  size_t rows, cols;     /* PowerSGD: the buffer is one rows x cols matrix (row
-                          * major); 0 x 0: reshaped to about sqrt(count) square */
-  int numTensors;        /* PowerSGD: > 0: the buffer packs this many tensors, */
-  const size_t* shapes;  /* shapes[2i], shapes[2i+1] = rows, cols of tensor i */
+  size_t size;               /* sizeof(weftCompressorParams_t) */
+  unsigned int magic;        /* WEFT_COMPRESSOR_PARAMS_MAGIC */
+  int errorFeedback;         /* OneBit, TopK, PowerSGD: 1 keeps residuals (default) */
+  int blockSize;             /* OneBit: elements per scale, multiple of 8 (2048) */
+  int rank;                  /* PowerSGD: approximation rank, >= 1 (4) */
+  size_t rows, cols;         /* PowerSGD: the buffer is one rows x cols matrix (row
+                              * major); 0 x 0: reshaped to about sqrt(count) square */
+  int numTensors;            /* PowerSGD: > 0: the buffer packs this many tensors, */
+  const size_t* shapes;      /* shapes[2i], shapes[2i+1] = rows, cols of tensor i */
   double minCompressionRate; /* PowerSGD: a tensor is compressed only when
-                          * (rows+cols)*rank*rate < rows*cols, else it goes in
-                          * one uncompressed allreduce with the others (2) */
-  double ratio;          /* TopK: fraction of elements kept, in (0,1] (0.01) */
-  int randomK;           /* TopK: 1 = random-k with a shared seed (0) */
-  unsigned long long seed; /* PowerSGD initial Q, random-k: same on all ranks */
+                              * (rows+cols)*rank*rate < rows*cols, else it goes in
+                              * one uncompressed allreduce with the others (2) */
+  double ratio;              /* TopK: fraction of elements kept, in (0,1] (0.01) */
+  int randomK;               /* TopK: 1 = random-k with a shared seed (0) */
+  unsigned long long seed;   /* PowerSGD initial Q, random-k: same on all ranks */
 } weftCompressorParams_t;
-#define WEFT_COMPRESSOR_PARAMS_INITIALIZER                                             \
-  {                                                                                     \
-    sizeof(weftCompressorParams_t), WEFT_COMPRESSOR_PARAMS_MAGIC, 1, 2048, 4, 0, 0, 0, \
-        NULL, 2.0, 0.01, 0, 0x5eedull                                                   \
+#define WEFT_COMPRESSOR_PARAMS_INITIALIZER                                                        \
+  {                                                                                               \
+    sizeof(weftCompressorParams_t), WEFT_COMPRESSOR_PARAMS_MAGIC, 1, 2048, 4, 0, 0, 0, NULL, 2.0, \
+        0.01, 0, 0x5eedull                                                                        \
   }
 
 typedef struct {

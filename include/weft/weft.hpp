@@ -124,7 +124,6 @@ class Comm {
   weftComm_t comm_ = nullptr;
 };
 
-
 // Compressed allreduce on one gradient buffer (see weft.h): the compressor
 // owns that buffer's error-feedback residuals and warm-start state, so use
 // one per buffer for the whole run. allReduce blocks until it is done.
@@ -135,9 +134,7 @@ class Compressor {
  public:
   Compressor(Comm& comm, weftCompressKind_t kind, const weftCompressorParams_t* params = nullptr);
   Compressor(Comm& comm, const std::string& spec);
-  Compressor(Compressor&& other) noexcept : c_(other.c_), comm_(other.comm_) {
-    other.c_ = nullptr;
-  }
+  Compressor(Compressor&& other) noexcept : c_(other.c_), comm_(other.comm_) { other.c_ = nullptr; }
   Compressor& operator=(Compressor&& other) noexcept;
   Compressor(const Compressor&) = delete;
   Compressor& operator=(const Compressor&) = delete;

@@ -3,8 +3,8 @@
 #include <cblas.h>
 
 #include <cmath>
-#include <mutex>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "base/env.h"

@@ -71,8 +71,8 @@ __attribute__((target("avx2"))) void packAvx2(const float* a, size_t m, uint8_t*
   const __m256 zero = _mm256_setzero_ps();
   size_t j = 0;
   for (; j + 8 <= m; j += 8)
-    out[j / 8] =
-        static_cast<uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(a + j), zero, _CMP_GE_OQ)));
+    out[j / 8] = static_cast<uint8_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(a + j), zero, _CMP_GE_OQ)));
   if (j < m) packScalar(a + j, m - j, out + j / 8);
 }
 

@@ -50,8 +50,7 @@ Status validateParams(int rawKind, const weftCompressorParams_t& p) {
       break;
     case weftCompressPowerSGD:
       if (p.rank <= 0)
-        return makeError(weftInvalidArgument, "powersgd rank is %d; it must be at least 1",
-                         p.rank);
+        return makeError(weftInvalidArgument, "powersgd rank is %d; it must be at least 1", p.rank);
       if ((p.rows == 0) != (p.cols == 0))
         return makeError(weftInvalidArgument,
                          "powersgd shape %zu x %zu: give both rows and cols, or neither (then the "

@@ -69,7 +69,8 @@ class TwoPhaseCompressor final : public Compressor {
     const int me = runner.rank();
     for (int j = 0; j < n_; ++j) {
       const size_t off = j * cap_;
-      codec_->encode(in + std::min(off, count), errorFeedback_ ? workerResidual_.data() + std::min(off, count) : nullptr,
+      codec_->encode(in + std::min(off, count),
+                     errorFeedback_ ? workerResidual_.data() + std::min(off, count) : nullptr,
                      chunkLen(j, count), cap_, send_.data() + j * wire_);
     }
     WEFT_RETURN_IF_ERROR(runner.allToAll(send_.data(), recv_.data(), wire_));
@@ -111,7 +112,7 @@ class TwoPhaseCompressor final : public Compressor {
   size_t cap_ = 0;   // elements per chunk
   size_t wire_ = 0;  // wire bytes per chunk
   std::vector<uint8_t> send_, recv_, gathered_;
-  std::vector<float> tile_;  // the owner's sums, a few granules at a time
+  std::vector<float> tile_;            // the owner's sums, a few granules at a time
   std::vector<float> workerResidual_;  // count elements
   std::vector<float> serverResidual_;  // this rank's chunk
 };

@@ -87,8 +87,8 @@ Status create(weftComm* comm, int rawKind, const weftCompressorParams_t& params,
   WEFT_RETURN_IF_ERROR(compression::validateParams(rawKind, params));
   auto c = std::make_unique<weftCompressor>();
   c->comm = comm;
-  WEFT_RETURN_IF_ERROR(compression::Compressor::create(static_cast<weftCompressKind_t>(rawKind),
-                                                       params, &c->impl));
+  WEFT_RETURN_IF_ERROR(
+      compression::Compressor::create(static_cast<weftCompressKind_t>(rawKind), params, &c->impl));
   std::lock_guard<std::mutex> lock(registryMu);
   *out = c.release();
   registry().insert(*out);
