@@ -197,6 +197,31 @@ TEST(CompressionGroup, TopKKeepsTheLargestEntries) {
   for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[0][0][i], want[i]) << i;
 }
 
+// Large buffers select among candidates from a sampled threshold: the same
+// entries as the exact selection, ties (many here) broken by lower index.
+TEST(CompressionGroup, TopKOnLargeBuffersSelectsExactlyWithTies) {
+  const int n = 2;
+  const size_t count = 300000, k = 3000;
+  auto in = [&](int r, int) {
+    auto g = gaussian(count, 40 + r);
+    for (float& v : g) v = std::round(v * 4.0f) / 4.0f;  // many equal magnitudes
+    return g;
+  };
+  auto out = runGroup(n, "topk:ratio=0.01,ef=0", count, 1, in, false);
+  std::vector<float> want(count, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    auto x = in(r, 0);
+    std::vector<size_t> idx(count);
+    for (size_t i = 0; i < count; ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](size_t a, size_t b) { return std::fabs(x[a]) > std::fabs(x[b]); });
+    for (size_t j = 0; j < k; ++j) want[idx[j]] += x[idx[j]];
+  }
+  size_t bad = 0;
+  for (size_t i = 0; i < count; ++i) bad += out[0][0][i] != want[i];
+  EXPECT_EQ(bad, 0u);
+}
+
 // Error feedback: sum over steps of the results tracks the sum of the true
 // averages; the gap is the (averaged) residual, which stays bounded, while
 // without feedback it grows with the number of steps.

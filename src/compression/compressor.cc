@@ -49,6 +49,10 @@ Status Compressor::allReduce(CollRunner& runner, const void* send, void* recv, s
                      "called with %zu %s elements; use one compressor per buffer (or "
                      "weftCompressorReset it on every rank first)",
                      kindName(kind_), count_, dtypeName(dtype_), count, dtypeName(dtype));
+  if (count == 0) {  // nothing to send; does not bind the state to a size
+    wireBytes_ = plainBytes_ = 0;
+    return Status::ok();
+  }
   if (!bound_) {
     WEFT_RETURN_IF_ERROR(bind(count, runner.nranks()));
     if (dtype != weftFloat32) work_.assign(count, 0.0f);
@@ -66,7 +70,7 @@ Status Compressor::allReduce(CollRunner& runner, const void* send, void* recv, s
   CountingRunner counting(runner);
   wireBytes_ = 0;
   plainBytes_ = CountingRunner::ringAllReduceBytes(count * dtypeSize(dtype), runner.nranks());
-  Status st = count == 0 ? Status::ok() : reduce(counting, in, out, count, average);
+  Status st = reduce(counting, in, out, count, average);
   wireBytes_ = counting.wireBytes();
   if (!st.isOk()) return st;
   if (dtype != weftFloat32) fromFloat(out, dtype, count, recv);

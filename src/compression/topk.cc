@@ -42,6 +42,7 @@ class TopKCompressor final : public Compressor {
     if (params_.errorFeedback) residual_.assign(count, 0.0f);
     if (!params_.randomK) {
       mags_.assign(count, 0.0f);
+      cand_.assign(std::min<size_t>(count, 4 * k_ + 4096), 0);
       wire_.assign(k_ * 8, 0);
       gathered_.assign(k_ * 8 * nranks, 0);
     }
@@ -52,6 +53,7 @@ class TopKCompressor final : public Compressor {
   void clearState() override {
     for (auto* v : {&vals_, &residual_, &mags_}) std::vector<float>().swap(*v);
     std::vector<uint32_t>().swap(idx_);
+    std::vector<uint32_t>().swap(cand_);
     std::vector<uint8_t>().swap(wire_);
     std::vector<uint8_t>().swap(gathered_);
     step_ = 0;
@@ -103,20 +105,57 @@ class TopKCompressor final : public Compressor {
   }
 
  private:
-  // The k largest |acc|: the k-th largest magnitude t by selection, then
+  // |x| for selection; NaN counts as the largest, so it is sent (as a plain
+  // allreduce would propagate it) and every comparison stays well ordered.
+  static float mag(float v) { return std::isnan(v) ? INFINITY : std::fabs(v); }
+
+  // The k largest mag(acc): the k-th largest magnitude t by selection, then
   // every index above t and, in index order, as many equal to t as fit.
+  // Large buffers first estimate a lower bound t0 for t from a strided
+  // sample and select among the entries >= t0 only; that gives exactly the
+  // same set (every entry that can be chosen is a candidate) or falls back.
   void pickLargest(const float* acc, size_t count) {
-    for (size_t i = 0; i < count; ++i) mags_[i] = std::fabs(acc[i]);
+    constexpr size_t kSample = size_t{1} << 14;
+    if (count >= 16 * kSample && k_ * 16 <= count) {
+      for (size_t j = 0; j < kSample; ++j) mags_[j] = mag(acc[j * (count / kSample)]);
+      // Keep twice the expected fraction plus a margin: t0 is then below t
+      // unless the sample is badly unrepresentative (then: fall back).
+      const double frac = std::min(1.0, 2.0 * k_ / count + 32.0 / kSample);
+      const size_t keep = std::clamp<size_t>(static_cast<size_t>(frac * kSample), 1, kSample);
+      std::nth_element(mags_.begin(), mags_.begin() + (kSample - keep), mags_.begin() + kSample);
+      const float t0 = mags_[kSample - keep];
+      size_t c = 0;
+      const size_t cap = cand_.size();
+      for (size_t i = 0; i < count; ++i)
+        if (mag(acc[i]) >= t0) {
+          if (c < cap) cand_[c] = static_cast<uint32_t>(i);
+          ++c;
+        }
+      if (c >= k_ && c <= cap) {
+        for (size_t j = 0; j < c; ++j) mags_[j] = mag(acc[cand_[j]]);
+        std::nth_element(mags_.begin(), mags_.begin() + (c - k_), mags_.begin() + c);
+        selectAbove(acc, cand_.data(), c, mags_[c - k_]);
+        return;
+      }
+    }
+    for (size_t i = 0; i < count; ++i) mags_[i] = mag(acc[i]);
     std::nth_element(mags_.begin(), mags_.begin() + (count - k_), mags_.end());
-    const float t = mags_[count - k_];
+    selectAbove(acc, nullptr, count, mags_[count - k_]);
+  }
+
+  // idx_ = the k entries of largest magnitude given the k-th largest t, over
+  // candidates `from` (index order; null: every index below n).
+  void selectAbove(const float* acc, const uint32_t* from, size_t n, float t) {
     size_t s = 0;
-    for (size_t i = 0; i < count && s < k_; ++i)
-      if (std::fabs(acc[i]) > t) idx_[s++] = static_cast<uint32_t>(i);
-    for (size_t i = 0; i < count && s < k_; ++i)
-      if (std::fabs(acc[i]) == t) idx_[s++] = static_cast<uint32_t>(i);
-    // NaNs compare false everywhere: fill what is left in index order.
-    for (size_t i = 0; s < k_; ++i) idx_[s++] = static_cast<uint32_t>(i);
-    std::sort(idx_.begin(), idx_.end());
+    for (size_t j = 0; j < n && s < k_; ++j) {
+      const uint32_t i = from ? from[j] : static_cast<uint32_t>(j);
+      if (mag(acc[i]) > t) idx_[s++] = i;
+    }
+    for (size_t j = 0; j < n && s < k_; ++j) {
+      const uint32_t i = from ? from[j] : static_cast<uint32_t>(j);
+      if (mag(acc[i]) == t) idx_[s++] = i;
+    }
+    std::sort(idx_.begin(), idx_.begin() + s);
   }
 
   void pickRandom(size_t count) {
@@ -131,6 +170,7 @@ class TopKCompressor final : public Compressor {
   int n_ = 0;
   uint64_t step_ = 0;
   std::vector<uint32_t> idx_;
+  std::vector<uint32_t> cand_;  // candidates of the sampled selection
   std::vector<float> vals_;
   std::vector<float> residual_;
   std::vector<float> mags_;
