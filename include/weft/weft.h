@@ -262,7 +262,8 @@ weftResult_t weftCompressorCreate(weftComm_t comm, weftCompressKind_t kind,
 weftResult_t weftCompressorCreateFromString(weftComm_t comm, const char* spec,
                                             weftCompressor_t* compressor);
 /* Blocking: done when it returns. On a stream, it first waits for the work
- * already on that stream. sendbuff may equal recvbuff. */
+ * already on that stream. Not part of groups: between weftGroupStart and
+ * weftGroupEnd it still runs at once. sendbuff may equal recvbuff. */
 weftResult_t weftCompressedAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                      weftDataType_t datatype, weftRedOp_t op,
                                      weftCompressor_t compressor, weftComm_t comm,
