@@ -20,6 +20,7 @@
 #include "compression/compressor.h"
 #include "compression/linalg.h"
 #include "compression/rng.h"
+#include "kernels/reduce.h"
 
 namespace weft::compression {
 namespace {
@@ -115,6 +116,7 @@ class PowerSgdCompressor final : public Compressor {
     size_t maxScratch = 0;
     for (const Tensor& t : tensors_)
       if (t.r) maxScratch = std::max(maxScratch, rowBlock(t.cols) * t.cols);
+    // (also used without feedback, for the output's row blocks)
     scratch_.assign(maxScratch, 0.0f);
     pending_ = false;
     if (params_.errorFeedback) residual_.assign(padded_, 0.0f);
@@ -200,10 +202,22 @@ class PowerSgdCompressor final : public Compressor {
         if (ef) std::memset(residual_.data() + t.offset, 0, len * sizeof(float));
         continue;
       }
-      float* dst = padded ? m_.data() : out;
-      gemm(false, true, t.rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset, q_.data() + t.qOffset,
-           0.0f, dst + t.offset);
-      if (padded) std::memcpy(out, m_.data(), count * sizeof(float));
+      if (padded) {
+        gemm(false, true, t.rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset, q_.data() + t.qOffset,
+             0.0f, m_.data());
+        kernels::copyOut(out, m_.data(), count * sizeof(float), count * sizeof(float));
+        continue;
+      }
+      // Row blocks into cache, then streamed out (non-temporal for large
+      // outputs, which would otherwise be read before being written).
+      const size_t step = rowBlock(t.cols);
+      for (size_t r0 = 0; r0 < t.rows; r0 += step) {
+        const size_t rows = std::min(step, t.rows - r0);
+        gemm(false, true, rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset + r0 * t.r,
+             q_.data() + t.qOffset, 0.0f, scratch_.data());
+        kernels::copyOut(out + t.offset + r0 * t.cols, scratch_.data(),
+                         rows * t.cols * sizeof(float), count * sizeof(float));
+      }
     }
     pending_ = ef;
     return Status::ok();

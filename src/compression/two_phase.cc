@@ -17,6 +17,7 @@
 
 #include "compression/codec.h"
 #include "compression/compressor.h"
+#include "kernels/reduce.h"
 
 namespace weft::compression {
 namespace {
@@ -93,9 +94,15 @@ class TwoPhaseCompressor final : public Compressor {
     codec_->zeroUnused(owned, mine, cap_);
     WEFT_RETURN_IF_ERROR(runner.allGather(owned, gathered_.data(), wire_));
 
+    // Decode tile by tile and stream the tiles out: a large output cannot
+    // stay in cache, and non-temporal stores skip reading it first.
     for (int j = 0; j < n_; ++j) {
       const size_t len = chunkLen(j, count);
-      if (len > 0) codec_->decode(gathered_.data() + j * wire_, len, cap_, out + j * cap_);
+      for (size_t b = 0; b < len; b += tile_.size()) {
+        const size_t e = std::min(len, b + tile_.size());
+        codec_->decodeRange(gathered_.data() + j * wire_, b, e, cap_, tile, false);
+        kernels::copyOut(out + j * cap_ + b, tile, (e - b) * sizeof(float), count * sizeof(float));
+      }
     }
     return Status::ok();
   }
