@@ -8,7 +8,17 @@
 // holds every integer (int8 127, half 2048, bfloat16 256, e4m3 16, e5m2 8...).
 // Products use 1 everywhere except a 2 from one rank. Only avg on floating
 // types is compared with a tolerance (sum/n is rounded by the library).
+//
+// -Z <compressor> (all_reduce_perf): the compressed allreduce. Lossy results
+// are checked against the same compressor's in-process model on the same
+// inputs (compress_check.h): bit for bit where the codec's collectives only
+// move bytes, within 1e-3 of the largest value where fp32 sums are involved.
+// The check runs on a reset compressor, so that residuals of the timed
+// iterations do not enter it. Two more columns: the bytes this rank put on
+// the wire per call and the ratio to a plain ring allreduce's.
 #include "common.h"
+
+#include "compress_check.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -291,6 +301,7 @@ struct Options {
   std::vector<int> ops{kOpSum};
   std::string opArg = "sum", typeArg = "float";
   std::string json;
+  std::string compress;  // -Z
 };
 
 bool parseSize(const char* s, size_t* out) {
@@ -363,6 +374,7 @@ void usage(const char* prog) {
       "\t[-a,--average <0/1/2/3> report time of rank 0/average/minimum/maximum]\n"
       "\t[-C,--report_cputime <0/1>]\n"
       "\t[-J,--output_file <JSON file>]\n"
+      "\t[-Z,--compress <onebit|powersgd:rank=4|topk:ratio=0.01|fp16|bf16>] (all_reduce_perf)\n"
       "\t[-t,--nthreads <1>] [-g,--ngpus <1>] (accepted for compatibility)\n"
       "\t[-h,--help]\n",
       prog);
@@ -385,13 +397,14 @@ int parseArgs(int argc, char** argv, Options* o) {
                                     {"average", required_argument, nullptr, 'a'},
                                     {"report_cputime", required_argument, nullptr, 'C'},
                                     {"output_file", required_argument, nullptr, 'J'},
+                                    {"compress", required_argument, nullptr, 'Z'},
                                     {"nthreads", required_argument, nullptr, 't'},
                                     {"ngpus", required_argument, nullptr, 'g'},
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:m:w:c:o:d:r:z:a:C:J:t:g:h", longOpts, nullptr)) !=
-         -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:m:w:c:o:d:r:z:a:C:J:Z:t:g:h", longOpts,
+                          nullptr)) != -1) {
     bool ok = true;
     int v = 0;
     switch (c) {
@@ -441,6 +454,10 @@ int parseArgs(int argc, char** argv, Options* o) {
         break;
       case 'J':
         o->json = optarg;
+        break;
+      case 'Z':
+        o->compress = optarg;
+        ok = !o->compress.empty();
         break;
       case 'o': {
         o->opArg = optarg;
@@ -515,6 +532,7 @@ struct Row {
   const char* op = "";
   int root = -1;
   Result res[2];
+  double wireBytes = -1, ratio = 0;  // -Z only
 };
 
 class Bench {
@@ -558,6 +576,9 @@ class Bench {
   double busSum_ = 0;
   int busCount_ = 0;
   long long wrongTotal_ = 0;
+  weftCompressor_t comp_ = nullptr;  // -Z: the compressor of the current size
+  long long checkCompressed(int t, int op, bool inplace);
+  void newCompressor();
 };
 
 constexpr size_t kGuardBytes = 64;
@@ -635,13 +656,18 @@ void Bench::printHeader(const char* prog) {
     std::printf("#  Rank %2d Group  0 Pid %6d on %10s device host memory\n", i.rank, i.pid, i.host);
   }
   std::printf("#\n");
+  const bool z = !opt_.compress.empty();
+  if (z)
+    std::printf("# Compressed allreduce: %s (wire: bytes sent per rank per call)\n#\n",
+                opt_.compress.c_str());
   std::printf(
       "#%62s%s%23s%s\n"
       "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-      "     time   algbw   busbw #wrong\n"
+      "     time   algbw   busbw #wrong%s\n"
       "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
-      "     (us)  (GB/s)  (GB/s)       \n",
-      "", "out-of-place", "", "in-place");
+      "     (us)  (GB/s)  (GB/s)       %s\n",
+      "", "out-of-place", "", "in-place", z ? "         wire    ratio" : "",
+      z ? "          (B)         " : "");
   std::fflush(stdout);
 }
 
@@ -667,8 +693,10 @@ void Bench::issue(int t, weftRedOp_t op, int root, bool inplace) {
   a.nranks = nranks_;
   a.comm = comm_;
   a.stream = opt_.blocking ? nullptr : stream_;
-  weftResult_t r = coll_.issue(a);
-  if (r != weftSuccess) fail(coll_.name, r);
+  weftResult_t r = comp_ ? weftCompressedAllReduce(a.send, a.recv, a.count, a.type, a.op, comp_,
+                                                   a.comm, a.stream)
+                         : coll_.issue(a);
+  if (r != weftSuccess) fail(comp_ ? "weftCompressedAllReduce" : coll_.name, r);
 }
 
 // Poisons the receive side, writes this rank's input into the send region
@@ -688,6 +716,7 @@ void Bench::fillForRun(int t, int op, bool inplace) {
 }
 
 long long Bench::checkRun(int t, int op, int root, bool inplace) {
+  if (comp_) return checkCompressed(t, op, inplace);
   fillForRun(t, op, inplace);
   barrier();
   issue(t, redop_, root, inplace);
@@ -760,6 +789,65 @@ long long Bench::checkRun(int t, int op, int root, bool inplace) {
   return wrong;
 }
 
+// -Z: the result of a reset compressor against the in-process model of the
+// same compressor on the same inputs (rank 0 computes it and broadcasts it).
+long long Bench::checkCompressed(int t, int op, bool inplace) {
+  check(weftCompressorReset(comp_), "weftCompressorReset");
+  fillForRun(t, op, inplace);
+  barrier();
+  issue(t, redop_, -1, inplace);
+  if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
+
+  const TypeInfo& ti = kTypes[t];
+  const size_t ws = ti.size;
+  const size_t count = counts_.param;
+  const size_t recvOff = inplace ? counts_.recvInplaceOffset * rank_ * ws : 0;
+  long long wrong = 0;
+  for (size_t g = 0; g < kGuardBytes; ++g)
+    if (static_cast<uint8_t>(recvbuf_[recvOff + count * ws + g]) != kGuard) ++wrong;
+
+  std::vector<char> model(count * ws);
+  int modelOk = 1;
+  if (rank_ == 0) {
+    const DataGen gen(t, nranks_, op);
+    const uint64_t* enc = gTables[t].enc;
+    std::string err;
+    auto fill = [&](int r, void* buf) {
+      for (size_t i = 0; i < count; ++i)
+        storeElt(static_cast<char*>(buf) + i * ws, ws, enc[gen(r, i)]);
+    };
+    if (!compressModel(opt_.compress, nranks_, ti.type, op == kOpAvg, count, fill, &model, &err)) {
+      std::fprintf(stderr, "weft-tests: the compression model failed: %s\n", err.c_str());
+      modelOk = 0;
+    }
+  }
+  check(weftBroadcast(&modelOk, &modelOk, 1, weftInt32, 0, comm_, nullptr), "model broadcast");
+  if (!modelOk) return static_cast<long long>(count);
+  check(weftBroadcast(model.data(), model.data(), count * ws, weftUint8, 0, comm_, nullptr),
+        "model broadcast");
+
+  const bool exact = compressExact(opt_.compress);
+  double maxAbs = 0;
+  for (size_t j = 0; j < count; ++j)
+    maxAbs = std::max(maxAbs, std::fabs(loadElt(&model[j * ws], t)));
+  const char* recv = recvbuf_ + recvOff;
+  for (size_t j = 0; j < count; ++j) {
+    const double want = loadElt(&model[j * ws], t);
+    const double got = loadElt(recv + j * ws, t);
+    const double tol = 1e-3 * maxAbs + std::ldexp(std::fabs(want), -ti.mbits + 1);
+    if (exact ? !(got == want) : !(std::fabs(got - want) <= tol)) ++wrong;
+  }
+  return wrong;
+}
+
+void Bench::newCompressor() {
+  if (comp_) check(weftCompressorDestroy(comp_), "weftCompressorDestroy");
+  comp_ = nullptr;
+  if (!opt_.compress.empty())
+    check(weftCompressorCreateFromString(comm_, opt_.compress.c_str(), &comp_),
+          "weftCompressorCreateFromString");
+}
+
 Result Bench::bench(int t, int op, int root, bool inplace) {
   fillForRun(t, op, inplace);
   barrier();
@@ -800,12 +888,14 @@ void Bench::timeTest(int t, int op, int root) {
   // Warm up at the largest and then the smallest size, as nccl-tests does.
   for (size_t bytes : {opt_.maxBytes, opt_.minBytes}) {
     setup(bytes, t);
+    newCompressor();
     for (int w = 0; w < opt_.warmup; ++w) issue(t, redop_, root, false);
     if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
   }
 
   for (size_t bytes = opt_.minBytes; bytes <= opt_.maxBytes;) {
     setup(bytes, t);
+    newCompressor();
     Row row;
     row.bytes = std::max(counts_.send, counts_.recv) * ti.size;
     row.count = counts_.param;
@@ -845,6 +935,13 @@ void Bench::timeTest(int t, int op, int root) {
         std::fflush(stdout);
       }
     }
+    if (comp_) {
+      weftCompressorStats_t st{};
+      check(weftCompressorGetStats(comp_, &st), "weftCompressorGetStats");
+      row.wireBytes = st.wireBytes;
+      row.ratio = st.ratio;
+      if (rank_ == 0) std::printf("  %11.0f  %7.2f", st.wireBytes, st.ratio);
+    }
     if (rank_ == 0) std::printf("\n");
     rows_.push_back(row);
 
@@ -856,6 +953,8 @@ void Bench::timeTest(int t, int op, int root) {
   }
 
   if (created) check(weftRedOpDestroy(redop_, comm_), "weftRedOpDestroy");
+  if (comp_) check(weftCompressorDestroy(comp_), "weftCompressorDestroy");
+  comp_ = nullptr;
 }
 
 void Bench::writeJson(double avgBus, long long oob) {
@@ -897,6 +996,8 @@ void Bench::writeJson(double avgBus, long long oob) {
         std::fprintf(f, "\"wrong\": %lld}", x.wrong);
       }
     }
+    if (r.wireBytes >= 0)
+      std::fprintf(f, ", \"wire_bytes\": %.0f, \"compression_ratio\": %.6g", r.wireBytes, r.ratio);
     std::fprintf(f, "}");
   }
   std::fprintf(f, "\n  ],\n  \"out_of_bounds\": %lld,\n  \"avg_busbw\": %.6g\n}\n", oob, avgBus);
@@ -909,6 +1010,21 @@ int Bench::run(const char* prog) {
   check(weftCommCount(comm_, &nranks_), "weftCommCount");
   check(weftCommUserRank(comm_, &rank_), "weftCommUserRank");
   if (!opt_.blocking) check(weftStreamCreate(&stream_), "weftStreamCreate");
+  if (!opt_.compress.empty()) {
+    const char* bad = nullptr;
+    if (!coll_.compressible) bad = "-Z applies to all_reduce_perf only";
+    for (int t : opt_.types)
+      if (kTypes[t].type != weftFloat && kTypes[t].type != weftHalf &&
+          kTypes[t].type != weftBfloat16)
+        bad = "-Z takes -d float, half or bfloat16";
+    for (int op : opt_.ops)
+      if (op != kOpSum && op != kOpAvg) bad = "-Z takes -o sum or avg";
+    if (bad) {
+      if (rank_ == 0) std::fprintf(stderr, "weft-tests: %s\n", bad);
+      weftCommDestroy(comm_);
+      return 1;
+    }
+  }
   if (coll_.usesRoot && opt_.root >= nranks_) {
     if (rank_ == 0)
       std::fprintf(stderr, "weft-tests: root %d is not a rank (%d ranks)\n", opt_.root, nranks_);

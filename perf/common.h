@@ -66,6 +66,9 @@ struct Coll {
   // False where the library rejects the in-place call: the in-place columns
   // then say N/A.
   bool inplace = true;
+  // Takes -Z <compressor>: issues weftCompressedAllReduce instead (sum/avg,
+  // float/half/bfloat16) and prints the wire bytes and compression ratio.
+  bool compressible = false;
 };
 
 // Runs the whole benchmark; the return value is main's.

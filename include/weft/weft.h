@@ -208,6 +208,93 @@ weftResult_t weftRecv(void* recvbuff, size_t count, weftDataType_t datatype, int
 weftResult_t weftGroupStart(void);
 weftResult_t weftGroupEnd(void);
 
+/* ------------------------------------------------------------------------
+ * Compressed allreduce (gradient compression).
+ *
+ * A compressor is the persistent state of one gradient buffer: its
+ * error-feedback residuals and PowerSGD's warm-started Q. Create one per
+ * buffer, call weftCompressedAllReduce on that buffer every step, destroy it
+ * at the end. It is bound to its communicator, and on first use to the
+ * buffer's count and dtype; another count or dtype later is an error
+ * (weftCompressorReset forgets the state and the binding).
+ *
+ * Kinds:
+ *   OneBit   sign bits (8 per byte) + one fp32 scale per block; two phases
+ *            (all-to-all to chunk owners, decode-reduce-encode with a server
+ *            residual, all-gather): about 2/32 of the fp32 volume.
+ *   PowerSGD rank-r approximation of each matrix (Vogels et al. 2019):
+ *            allreduces of P (rows x r) and Q (cols x r) only.
+ *   TopK     the k = ratio*count largest |values| (of gradient + residual)
+ *            with their indices, all-gathered; randomK picks the same random
+ *            indices on every rank (shared seed) and allreduces the values.
+ *   Fp16/Bf16 cast to 16 bits on the wire, fp32 accumulation.
+ * Inputs: fp32, fp16 or bf16. op is weftSum or weftAvg; weftAvg matches an
+ * uncompressed weftAvg allreduce in expectation (with error feedback, the
+ * running sum of results tracks the running sum of true averages). Every rank
+ * gets bit-identical results.
+ * ------------------------------------------------------------------------ */
+typedef struct weftCompressor* weftCompressor_t;
+
+typedef enum {
+  weftCompressOneBit = 0,
+  weftCompressPowerSGD = 1,
+  weftCompressTopK = 2,
+  weftCompressFp16 = 3,
+  weftCompressBf16 = 4,
+  weftNumCompressKinds = 5
+} weftCompressKind_t;
+
+#define WEFT_COMPRESSOR_PARAMS_MAGIC 0x7766637au /* "wfcz" */
+typedef struct weftCompressorParams_v1 {
+  size_t size;               /* sizeof(weftCompressorParams_t) */
+  unsigned int magic;        /* WEFT_COMPRESSOR_PARAMS_MAGIC */
+  int errorFeedback;         /* OneBit, TopK, PowerSGD: 1 keeps residuals (default) */
+  int blockSize;             /* OneBit: elements per scale, multiple of 8 (2048) */
+  int rank;                  /* PowerSGD: approximation rank, >= 1 (4) */
+  size_t rows, cols;         /* PowerSGD: the buffer is one rows x cols matrix (row
+                              * major); 0 x 0: reshaped to about sqrt(count) square */
+  int numTensors;            /* PowerSGD: > 0: the buffer packs this many tensors, */
+  const size_t* shapes;      /* shapes[2i], shapes[2i+1] = rows, cols of tensor i */
+  double minCompressionRate; /* PowerSGD: a tensor is compressed only when
+                              * (rows+cols)*rank*rate < rows*cols, else it goes in
+                              * one uncompressed allreduce with the others (2) */
+  double ratio;              /* TopK: fraction of elements kept, in (0,1] (0.01) */
+  int randomK;               /* TopK: 1 = random-k with a shared seed (0) */
+  unsigned long long seed;   /* PowerSGD initial Q, random-k: same on all ranks */
+} weftCompressorParams_t;
+#define WEFT_COMPRESSOR_PARAMS_INITIALIZER                                                        \
+  {                                                                                               \
+    sizeof(weftCompressorParams_t), WEFT_COMPRESSOR_PARAMS_MAGIC, 1, 2048, 4, 0, 0, 0, NULL, 2.0, \
+        0.01, 0, 0x5eedull                                                                        \
+  }
+
+typedef struct {
+  double wireBytes;  /* bytes this rank sent in its last compressed allreduce */
+  double plainBytes; /* bytes a plain ring allreduce of the buffer sends per rank */
+  double ratio;      /* plainBytes / wireBytes (0 when nothing was sent) */
+} weftCompressorStats_t;
+
+/* params may be NULL (defaults). */
+weftResult_t weftCompressorCreate(weftComm_t comm, weftCompressKind_t kind,
+                                  const weftCompressorParams_t* params,
+                                  weftCompressor_t* compressor);
+/* From text, as all_reduce_perf -Z takes it: "onebit", "onebit:block=1024,ef=0",
+ * "powersgd:rank=4,rows=4096,cols=4096", "topk:ratio=0.01,random=1", "fp16",
+ * "bf16". */
+weftResult_t weftCompressorCreateFromString(weftComm_t comm, const char* spec,
+                                            weftCompressor_t* compressor);
+/* Blocking: done when it returns. On a stream, it first waits for the work
+ * already on that stream. Not part of groups: between weftGroupStart and
+ * weftGroupEnd it still runs at once. sendbuff may equal recvbuff. */
+weftResult_t weftCompressedAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                     weftDataType_t datatype, weftRedOp_t op,
+                                     weftCompressor_t compressor, weftComm_t comm,
+                                     weftStream_t stream);
+weftResult_t weftCompressorGetStats(weftCompressor_t compressor, weftCompressorStats_t* stats);
+/* Forgets residuals, warm start and the buffer binding (every rank must reset). */
+weftResult_t weftCompressorReset(weftCompressor_t compressor);
+weftResult_t weftCompressorDestroy(weftCompressor_t compressor);
+
 #ifdef __cplusplus
 }
 #endif

@@ -132,4 +132,35 @@ class Comm {
   weftComm_t comm_ = nullptr;
 };
 
+// Compressed allreduce on one gradient buffer (see weft.h): the compressor
+// owns that buffer's error-feedback residuals and warm-start state, so use
+// one per buffer for the whole run. allReduce blocks until it is done.
+//
+//   weft::Compressor c(comm, "powersgd:rank=4");   // or (comm, kind, params)
+//   c.allReduce(std::span<float>(grad));           // average over ranks
+class Compressor {
+ public:
+  Compressor(Comm& comm, weftCompressKind_t kind, const weftCompressorParams_t* params = nullptr);
+  Compressor(Comm& comm, const std::string& spec);
+  Compressor(Compressor&& other) noexcept : c_(other.c_), comm_(other.comm_) { other.c_ = nullptr; }
+  Compressor& operator=(Compressor&& other) noexcept;
+  Compressor(const Compressor&) = delete;
+  Compressor& operator=(const Compressor&) = delete;
+  ~Compressor();
+
+  void allReduce(const void* send, void* recv, size_t count, weftDataType_t dtype,
+                 weftRedOp_t op = weftAvg);
+  template <class T>
+  void allReduce(std::span<T> inplace, weftRedOp_t op = weftAvg) {
+    allReduce(inplace.data(), inplace.data(), inplace.size(), dtypeOf<T>(), op);
+  }
+  weftCompressorStats_t stats() const;
+  void reset();
+  weftCompressor_t handle() const { return c_; }
+
+ private:
+  weftCompressor_t c_ = nullptr;
+  weftComm_t comm_ = nullptr;
+};
+
 }  // namespace weft

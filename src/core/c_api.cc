@@ -7,6 +7,7 @@
 
 #include "base/dtype.h"
 #include "bootstrap/bootstrap.h"
+#include "core/api_error.h"
 #include "core/comm.h"
 #include "core/validate.h"
 #include "weft/weft.h"
@@ -130,6 +131,11 @@ Status endGroup() {
 }
 
 }  // namespace
+
+weftResult_t recordApiResult(const Status& st) {
+  return record(st);
+}
+
 }  // namespace weft
 
 using namespace weft;
