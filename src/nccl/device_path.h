@@ -26,5 +26,8 @@ ncclResult_t deviceGroupEnd();
 // Memory for ncclMemAlloc when the build has CUDA and a device is there.
 ncclResult_t deviceAlloc(void** ptr, size_t size);
 ncclResult_t deviceFree(void* ptr);
+// The first failure of a device call of `comm` (they fail on CUDA's callback
+// thread, after the call returned); weftSuccess if none.
+int deviceAsyncError(const ncclComm* comm);
 
 }  // namespace weft::nccl

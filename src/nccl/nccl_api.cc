@@ -331,6 +331,7 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   }
   weftResult_t w = weftSuccess;
   if (weftResult_t r = weftCommGetAsyncError(comm->inner, &w); r != weftSuccess) return fromWeft(r);
+  if (w == weftSuccess) w = static_cast<weftResult_t>(deviceAsyncError(comm));
   *asyncError = static_cast<ncclResult_t>(w);
   return ncclSuccess;
 }
