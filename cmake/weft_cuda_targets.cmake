@@ -11,7 +11,7 @@ endif()
 function(weft_cuda_flags target)
   set_property(TARGET ${target} PROPERTY COMPILE_OPTIONS "")
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter;-fmad=false>
     $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${WEFT_WERROR}>>:-Werror=all-warnings>
     $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>
     $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${WEFT_WERROR}>>:-Werror>)

@@ -3,7 +3,9 @@
 // kernel does not feel it and every (type, op) pair would be 48 kernels to
 // build on CI's two cores. Each thread moves 16 bytes per step (uint4 loads
 // and stores) when all pointers are 16-byte aligned; the tail and unaligned
-// calls go element by element. Grid: enough 256-thread blocks to cover the
+// calls go element by element. Avg rounds the sum to the type before dividing
+// and nothing is contracted into FMAs (-fmad=false), so results match the
+// host kernels bit for bit. Grid: enough 256-thread blocks to cover the
 // vectors, capped at 8 blocks per SM (grid-stride beyond that).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -20,42 +22,59 @@ namespace {
 
 // Storage tags of the narrow float types (ints of the same size are weft's
 // int8/uint8/... types, so these need names of their own).
-struct F16 { uint16_t v; };
-struct BF16 { uint16_t v; };
-struct E4M3 { uint8_t v; };
-struct E5M2 { uint8_t v; };
+struct F16 {
+  uint16_t v;
+};
+struct BF16 {
+  uint16_t v;
+};
+struct E4M3 {
+  uint8_t v;
+};
+struct E5M2 {
+  uint8_t v;
+};
 
 // How a type is widened for arithmetic and narrowed back.
-template <class T> struct Cvt {
+template <class T>
+struct Cvt {
   using Acc = T;
   __device__ static Acc load(T x) { return x; }
   __device__ static T store(Acc a) { return a; }
 };
-template <> struct Cvt<F16> {
+template <>
+struct Cvt<F16> {
   using Acc = float;
   __device__ static float load(F16 x) { return __half2float(__ushort_as_half(x.v)); }
   __device__ static F16 store(float a) { return {__half_as_ushort(__float2half_rn(a))}; }
 };
-template <> struct Cvt<BF16> {
+template <>
+struct Cvt<BF16> {
   using Acc = float;
   __device__ static float load(BF16 x) { return __bfloat162float(__ushort_as_bfloat16(x.v)); }
   __device__ static BF16 store(float a) { return {__bfloat16_as_ushort(__float2bfloat16_rn(a))}; }
 };
-template <> struct Cvt<E4M3> {
+template <>
+struct Cvt<E4M3> {
   using Acc = float;
   __device__ static float load(E4M3 x) {
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(x.v, __NV_E4M3)));
   }
   // Saturating, as weft's host conversion (e4m3 has no infinity).
-  __device__ static E4M3 store(float a) { return {__nv_cvt_float_to_fp8(a, __NV_SATFINITE, __NV_E4M3)}; }
+  __device__ static E4M3 store(float a) {
+    return {__nv_cvt_float_to_fp8(a, __NV_SATFINITE, __NV_E4M3)};
+  }
 };
-template <> struct Cvt<E5M2> {
+template <>
+struct Cvt<E5M2> {
   using Acc = float;
   __device__ static float load(E5M2 x) {
     return __half2float(__half(__nv_cvt_fp8_to_halfraw(x.v, __NV_E5M2)));
   }
   // Overflow becomes infinity, as weft's host conversion.
-  __device__ static E5M2 store(float a) { return {__nv_cvt_float_to_fp8(a, __NV_NOSAT, __NV_E5M2)}; }
+  __device__ static E5M2 store(float a) {
+    return {__nv_cvt_float_to_fp8(a, __NV_NOSAT, __NV_E5M2)};
+  }
 };
 
 // Integers wrap: add and multiply in the unsigned type of the same width.
@@ -64,17 +83,25 @@ __device__ A combine(A a, A b, Op op) {
   if constexpr (std::is_integral_v<A>) {
     using U = std::make_unsigned_t<A>;
     switch (op) {
-      case Op::Sum: return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
-      case Op::Prod: return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
-      case Op::Max: return a > b ? a : b;
-      case Op::Min: return a < b ? a : b;
+      case Op::Sum:
+        return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+      case Op::Prod:
+        return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
+      case Op::Max:
+        return a > b ? a : b;
+      case Op::Min:
+        return a < b ? a : b;
     }
   } else {
     switch (op) {
-      case Op::Sum: return a + b;
-      case Op::Prod: return a * b;
-      case Op::Max: return a > b ? a : b;
-      case Op::Min: return a < b ? a : b;
+      case Op::Sum:
+        return a + b;
+      case Op::Prod:
+        return a * b;
+      case Op::Max:
+        return a > b ? a : b;
+      case Op::Min:
+        return a < b ? a : b;
     }
   }
   return a;
@@ -104,7 +131,7 @@ __device__ T reduceOne(const Params<T>& p, size_t i) {
     if (p.preScale) x = x * p.scale;
     acc = combine(acc, x, p.op);
   }
-  if (p.divisor > 1) acc = acc / static_cast<A>(p.divisor);
+  if (p.divisor > 1) acc = C::load(C::store(acc)) / static_cast<A>(p.divisor);
   return C::store(acc);
 }
 
@@ -122,8 +149,7 @@ __global__ void reduceKernel(Params<T> p) {
         T e[kVec];
       };
       Pack in[kMaxSources];
-      for (int j = 0; j < p.nsrcs; ++j)
-        in[j].raw = reinterpret_cast<const uint4*>(p.src[j])[v];
+      for (int j = 0; j < p.nsrcs; ++j) in[j].raw = reinterpret_cast<const uint4*>(p.src[j])[v];
       Pack out;
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
@@ -136,7 +162,7 @@ __global__ void reduceKernel(Params<T> p) {
           if (p.preScale) x = x * p.scale;
           acc = combine(acc, x, p.op);
         }
-        if (p.divisor > 1) acc = acc / static_cast<A>(p.divisor);
+        if (p.divisor > 1) acc = C::load(C::store(acc)) / static_cast<A>(p.divisor);
         out.e[k] = C::store(acc);
       }
       reinterpret_cast<uint4*>(p.dst)[v] = out.raw;
@@ -204,19 +230,32 @@ int reduce(const ReduceArgs& a, void* stream) {
   if (a.nsrcs < 1 || a.nsrcs > kMaxSources || a.dst == nullptr) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
   switch (a.dtype) {
-    case weftInt8: return launch<int8_t>(a, s);
-    case weftUint8: return launch<uint8_t>(a, s);
-    case weftInt32: return launch<int32_t>(a, s);
-    case weftUint32: return launch<uint32_t>(a, s);
-    case weftInt64: return launch<int64_t>(a, s);
-    case weftUint64: return launch<uint64_t>(a, s);
-    case weftFloat16: return launch<F16>(a, s);
-    case weftFloat32: return launch<float>(a, s);
-    case weftFloat64: return launch<double>(a, s);
-    case weftBfloat16: return launch<BF16>(a, s);
-    case weftFloat8e4m3: return launch<E4M3>(a, s);
-    case weftFloat8e5m2: return launch<E5M2>(a, s);
-    default: return cudaErrorInvalidValue;
+    case weftInt8:
+      return launch<int8_t>(a, s);
+    case weftUint8:
+      return launch<uint8_t>(a, s);
+    case weftInt32:
+      return launch<int32_t>(a, s);
+    case weftUint32:
+      return launch<uint32_t>(a, s);
+    case weftInt64:
+      return launch<int64_t>(a, s);
+    case weftUint64:
+      return launch<uint64_t>(a, s);
+    case weftFloat16:
+      return launch<F16>(a, s);
+    case weftFloat32:
+      return launch<float>(a, s);
+    case weftFloat64:
+      return launch<double>(a, s);
+    case weftBfloat16:
+      return launch<BF16>(a, s);
+    case weftFloat8e4m3:
+      return launch<E4M3>(a, s);
+    case weftFloat8e5m2:
+      return launch<E5M2>(a, s);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -227,16 +266,15 @@ int copy(void* dst, const void* src, size_t bytes, void* stream) {
     const size_t nvec = bytes / 16;
     if (nvec > 0)
       copyKernel<<<gridFor(nvec), kThreads, 0, s>>>(static_cast<uint4*>(dst),
-                                                     static_cast<const uint4*>(src), nvec);
+                                                    static_cast<const uint4*>(src), nvec);
     const size_t done = nvec * 16;
     if (done < bytes)
       copyBytesKernel<<<1, kThreads, 0, s>>>(static_cast<unsigned char*>(dst) + done,
-                                              static_cast<const unsigned char*>(src) + done,
-                                              bytes - done);
+                                             static_cast<const unsigned char*>(src) + done,
+                                             bytes - done);
   } else {
-    copyBytesKernel<<<gridFor(bytes), kThreads, 0, s>>>(static_cast<unsigned char*>(dst),
-                                                        static_cast<const unsigned char*>(src),
-                                                        bytes);
+    copyBytesKernel<<<gridFor(bytes), kThreads, 0, s>>>(
+        static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), bytes);
   }
   return static_cast<int>(cudaGetLastError());
 }
