@@ -15,6 +15,9 @@ if(NOT WEFT_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
+    # One CUDA runtime per binary: the shared libcudart that CUDA::cudart
+    # names (the default would add the static one to every consumer too).
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
   elseif(WEFT_CUDA STREQUAL "ON")
     message(FATAL_ERROR "WEFT_CUDA=ON but no CUDA compiler/toolkit was found (set CMAKE_CUDA_COMPILER)")
