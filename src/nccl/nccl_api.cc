@@ -363,6 +363,7 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
   weftComm_t inner;
   if (handle == nullptr) return fail(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
   if (ncclResult_t r = ready(comm, "ncclCommRegister", &inner); r != ncclSuccess) return r;
+  probeCuda();  // a registered buffer is about to be used: CUDA may be loaded by now
   // weft needs no registration (it takes any buffer); the handle only
   // remembers the range so that deregistration can be checked.
   *handle = new (std::nothrow) Registration{Registration::kMagic, buff, size};

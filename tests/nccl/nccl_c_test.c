@@ -28,6 +28,15 @@
 static int g_rank = -1, g_nranks = 0, g_failures = 0;
 static ncclComm_t g_comm = NULL;
 static int g_idPipe[MAX_RANKS][2];
+static pid_t g_pids[MAX_RANKS];
+static volatile sig_atomic_t g_timedOut = 0;
+
+static void killRanks(int sig) {
+  (void)sig;
+  g_timedOut = 1;
+  for (int r = 0; r < g_nranks; ++r)
+    if (g_pids[r] > 0) kill(g_pids[r], SIGKILL);
+}
 
 #define CHECK(call)                                                                        \
   do {                                                                                     \
@@ -389,10 +398,9 @@ int main(int argc, char** argv) {
   }
   for (int r = 0; r < g_nranks; ++r)
     if (pipe(g_idPipe[r]) != 0) return 2;
-  pid_t pids[MAX_RANKS];
   for (int r = 0; r < g_nranks; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
+    g_pids[r] = fork();
+    if (g_pids[r] == 0) {
       g_rank = r;
       const int rc = rankMain();
       fflush(stdout);
@@ -400,30 +408,25 @@ int main(int argc, char** argv) {
       _exit(rc);
     }
   }
-  /* Wait with a deadline: a hung rank is killed and reported. */
-  int failed = 0, left = g_nranks;
-  const double deadline = now() + 240;
-  while (left > 0) {
+  /* Wait with a deadline: SIGALRM kills ranks still running then. */
+  signal(SIGALRM, killRanks);
+  alarm(240);
+  int failed = 0;
+  for (int left = g_nranks; left > 0;) {
     int status = 0;
-    pid_t p = waitpid(-1, &status, WNOHANG);
-    if (p > 0) {
-      --left;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        ++failed;
-        fprintf(stderr, "a rank (pid %d) failed: status 0x%x\n", (int)p, status);
-      }
-      continue;
+    const pid_t p = waitpid(-1, &status, 0);
+    if (p < 0) {
+      if (errno == EINTR) continue;
+      break;
     }
-    if (now() > deadline) {
-      fprintf(stderr, "ranks still running after the deadline: killing them\n");
-      for (int r = 0; r < g_nranks; ++r) kill(pids[r], SIGKILL);
-      while (waitpid(-1, NULL, 0) > 0) {
-      }
-      return 1;
+    --left;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ++failed;
+      fprintf(stderr, "a rank (pid %d) failed: status 0x%x%s\n", (int)p, status,
+              g_timedOut ? " (killed at the deadline)" : "");
     }
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL); /* reaping children, not waiting for an event */
   }
+  alarm(0);
   printf("%s: %d ranks, %d failed\n", failed ? "FAIL" : "PASS", g_nranks, failed);
   return failed ? 1 : 0;
 }
