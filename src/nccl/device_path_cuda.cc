@@ -6,6 +6,9 @@
 //   the pinned copies -> H2D copies of the outputs -> host function: the
 //   staging buffers go back to the pool.
 //
+// Capturable in a CUDA graph (copies and host nodes); a captured call keeps
+// its staging buffers for the life of the process.
+//
 // The host function blocks the stream's progress (by design: later work on
 // the stream needs the result) on the CUDA driver's callback thread. Each
 // process has its own, so ranks in separate processes, also several on one
@@ -174,6 +177,13 @@ ncclResult_t enqueue(Job* job, cudaStream_t stream) {
                                           cudaMemcpyHostToDevice, stream);
           e != cudaSuccess)
         return cudaFail("cudaMemcpyAsync (outputs to the device)", e);
+  // Under CUDA-graph capture the nodes above run at every replay, so the
+  // job and its staging buffers belong to the graph from now on: they are
+  // not recycled (kept for the life of the process).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
+    return cudaFail("cudaStreamIsCapturing", e);
+  if (capture == cudaStreamCaptureStatusActive) return ncclSuccess;
   if (cudaError_t e = cudaLaunchHostFunc(stream, releaseJob, job); e != cudaSuccess)
     return cudaFail("cudaLaunchHostFunc", e);
   return ncclSuccess;

@@ -14,6 +14,7 @@
 #include <new>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "base/env.h"
 #include "nccl/abi_version.h"
@@ -94,9 +95,21 @@ weftConfig_t toWeft(const ConfigView& v) {
   return c;
 }
 
+// Every handle ever made: they are never freed (a stale one must stay
+// readable), and this keeps them reachable for leak checkers.
+std::mutex handlesMu;
+std::vector<ncclComm*>& handles() {
+  static auto* v = new std::vector<ncclComm*>();
+  return *v;
+}
+
 ncclComm* newHandle(const ConfigView& v) {
   probeCuda();
   auto* c = new ncclComm();
+  {
+    std::lock_guard<std::mutex> lock(handlesMu);
+    handles().push_back(c);
+  }
   c->blocking = v.blocking != 0;
   c->cudaDev = currentCudaDevice();
   return c;
