@@ -355,6 +355,24 @@ static void testMisc(void) {
   EXPECT(r == ncclInvalidArgument, "bad datatype gave %d", (int)r);
 }
 
+/* A non-blocking init that can never finish (the other rank never comes) is
+ * aborted: the abort returns at once and the handle is dead. */
+static void testAbortDuringInit(void) {
+  ncclUniqueId id;
+  CHECK(ncclGetUniqueId(&id));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t lonely = NULL;
+  ncclResult_t r = ncclCommInitRankConfig(&lonely, 2, id, 0, &config);
+  EXPECT(r == ncclInProgress, "init returned %d", (int)r);
+  ncclResult_t state = ncclSuccess;
+  CHECK(ncclCommGetAsyncError(lonely, &state));
+  EXPECT(state == ncclInProgress, "state %d while the peer is missing", (int)state);
+  CHECK(ncclCommAbort(lonely));
+  r = ncclCommGetAsyncError(lonely, &state);
+  EXPECT(r == ncclInvalidUsage, "an aborted handle answered %d", (int)r);
+}
+
 /* ncclCommInitAll: all ranks of a communicator in this one process, driven
  * from one thread through a group. */
 static void testInitAll(void) {
@@ -384,6 +402,7 @@ static int rankMain(void) {
   testAbort();
   testMisc();
   if (g_rank == 0) testInitAll();
+  if (g_rank == 1 % g_nranks) testAbortDuringInit();
   CHECK(ncclCommFinalize(g_comm));
   CHECK(ncclCommDestroy(g_comm));
   if (g_failures == 0) printf("rank %d: all checks passed\n", g_rank);
