@@ -1,6 +1,7 @@
 # WEFT_CUDA=AUTO|ON|OFF: the CUDA parts (kernels, device path of libnccl.so.2,
 # cuda_ipc transport, GPU tests). AUTO builds them when a CUDA compiler is
 # found. Sets WEFT_CUDA_ENABLED.
+set(WEFT_CUDA "AUTO" CACHE STRING "CUDA parts: AUTO (when nvcc is found), ON or OFF")
 set(WEFT_CUDA_ENABLED OFF)
 if(NOT WEFT_CUDA STREQUAL "OFF")
   include(CheckLanguage)
