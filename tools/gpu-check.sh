@@ -8,6 +8,8 @@
 #   4. nccl_c_test        the C NCCL program on host memory (4 ranks)
 #   5. cuda_kernel_bench  reduction/copy GB/s and % of peak memory bandwidth
 #   6. gpu_all_reduce_perf  4 ranks on one GPU through libnccl.so.2
+#   7. 3 and 6 again with WEFT_CUDA_IPC=1 (the opt-in CUDA IPC all-reduce),
+#      and gpu_cuda_ipc_test (two processes opening each other's buffers)
 #
 # and prints a summary. Without a GPU (no nvidia-smi, or it lists none) it
 # prints "SKIP: no GPU" and exits 0. Exit status: 0 when every step passed.
@@ -45,7 +47,8 @@ step() { # name timeout-seconds command...
 }
 
 mkdir -p "$log"
-targets=(weft_nccl gpu_kernels_test gpu_nccl_test nccl_c_test cuda_kernel_bench gpu_all_reduce_perf)
+targets=(weft_nccl gpu_kernels_test gpu_nccl_test gpu_cuda_ipc_test nccl_c_test cuda_kernel_bench
+  gpu_all_reduce_perf)
 step build 300 bash -c "cmake -S '$root' -B '$build' -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DWEFT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$arch -DWEFT_BUILD_TESTS=ON -DWEFT_BUILD_PERF=ON \
   && ninja -C '$build' -j $jobs ${targets[*]}"
@@ -57,21 +60,25 @@ if [[ ${results[0]} == PASS ]]; then
   step nccl_c_test 60 "$bin/nccl_c_test" 4
   step cuda_kernel_bench 60 "$bin/cuda_kernel_bench" -b $((1 << 20)) -e $((256 << 20)) -i 20
   step gpu_all_reduce_perf 120 "$bin/gpu_all_reduce_perf" -n 4 -b 8 -e $((64 << 20)) -f 4 -w 3 -i 10
+  # The opt-in CUDA IPC all-reduce (GPU kernels on peers' buffers, no staging).
+  step gpu_nccl_test_ipc 180 env WEFT_CUDA_IPC=1 "$bin/gpu_nccl_test"
+  step gpu_all_reduce_perf_ipc 120 env WEFT_CUDA_IPC=1 "$bin/gpu_all_reduce_perf" -n 4 -b 8 -e $((32 << 20)) -f 4 -w 3 -i 10
+  step gpu_cuda_ipc_test 60 "$bin/gpu_cuda_ipc_test"
 fi
 
 echo
 echo "=== gpu-check summary ($((SECONDS - start)) s; logs in $log)"
 failed=0
 for i in "${!names[@]}"; do
-  printf '  %-22s %-10s %4d s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+  printf '  %-24s %-10s %4d s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
   [[ ${results[$i]} == PASS ]] || failed=1
 done
 if [[ -f $log/cuda_kernel_bench.log ]]; then
   echo "  kernel bandwidth at 256 MiB:"
   grep -E "^ +(reduce|copy) .* 268435456 " "$log/cuda_kernel_bench.log" | sed 's/^/    /'
 fi
-if [[ -f $log/gpu_all_reduce_perf.log ]]; then
-  grep "Avg bus bandwidth" "$log/gpu_all_reduce_perf.log" | sed 's/^/  all_reduce 4 ranks on one GPU: /'
-fi
+for f in gpu_all_reduce_perf gpu_all_reduce_perf_ipc; do
+  [[ -f $log/$f.log ]] && grep "Avg bus bandwidth" "$log/$f.log" | sed "s/^/  $f, 4 ranks on one GPU: /"
+done
 ((failed == 0)) && echo "gpu-check: PASS" || echo "gpu-check: FAIL"
 exit $failed

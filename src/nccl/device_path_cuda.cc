@@ -31,6 +31,7 @@
 
 #include "base/dtype.h"
 #include "nccl/cuda_probe.h"
+#include "nccl/device_ipc.h"
 #include "nccl/device_path.h"
 #include "nccl/shim.h"
 
@@ -69,6 +70,7 @@ struct Job {
 struct CommState {
   Pool pool;
   std::atomic<int> asyncError{weftSuccess};
+  bool ipcPrepared = false;  // device_ipc.cc set up (WEFT_CUDA_IPC=1)
 };
 
 std::mutex statesMu;
@@ -212,9 +214,18 @@ bool devicePathBuilt() {
 
 ncclResult_t deviceIssue(const CollDesc& d, ncclComm_t comm, weftComm_t inner,
                          cudaStream_t stream) {
+  CommState* state = stateOf(comm);
+  if (ipcEnabled()) {
+    if (!state->ipcPrepared) {
+      ipcPrepare(comm, inner);
+      state->ipcPrepared = true;
+    }
+    ncclResult_t r = ncclSuccess;
+    if (groupDepth() == 0 && ipcAllReduce(d, comm, inner, stream, &r)) return r;
+  }
   Call c;
   if (ncclResult_t r = makeCall(d, comm, inner, &c); r != ncclSuccess) return r;
-  std::atomic<int>* err = &stateOf(comm)->asyncError;
+  std::atomic<int>* err = &state->asyncError;
   if (groupDepth() > 0) {
     groupQueue.push_back({c, stream, err});
     return ncclSuccess;
