@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -33,7 +34,10 @@ struct PublishedRef {
 };
 
 // A word every process can read in its peers to test cross-memory attach.
-volatile uint64_t crossMemoryProbe = 0;
+// Atomic: communicators initialised on several threads of one process (as
+// ncclCommInitAll does) all store it.
+std::atomic<uint64_t> crossMemoryProbe{0};
+static_assert(sizeof(crossMemoryProbe) == sizeof(uint64_t), "peers read it as a plain word");
 
 // The abort word: 0, or (reason << 24) | (1 + the rank that poisoned).
 constexpr uint32_t kAbortRankMask = (1u << 24) - 1;
@@ -249,7 +253,7 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
   // policy, no seccomp filter): test it and agree.
   if (t->options_.direct && nranks > 1) {
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-    crossMemoryProbe = static_cast<uint64_t>(getpid());
+    crossMemoryProbe.store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
     struct Probe {
       uint64_t address;
       int32_t pid;
