@@ -47,6 +47,11 @@ struct CollArgs {
   RedOp op;
   int root = 0;  // Broadcast, Reduce, Gather, Scatter
   int peer = 0;  // Send, Recv
+  // Set by the tuner (tuner.h). Pipelined algorithms (chain) move at most
+  // this many bytes per step, 0 meaning the channel slot; algorithms that
+  // choose single copy by size (gather, scatter) use it only if singleCopy.
+  size_t chunkBytes = 0;
+  bool singleCopy = true;
 };
 
 // Health of the communicator as seen from inside a collective.
@@ -73,6 +78,8 @@ class Progress {
   uint32_t idleRounds_ = 0;
 };
 
+class Tuner;
+
 class CollContext {
  public:
   virtual ~CollContext() = default;
@@ -86,6 +93,8 @@ class CollContext {
   // Messages of at least this many bytes go by single copy where the channel
   // can publish (SendChannel::canPublish); SIZE_MAX turns that off.
   virtual size_t directMinBytes() const { return SIZE_MAX; }
+  // The communicator's tuner, or nullptr for default parameters.
+  virtual const Tuner* tuner() const { return nullptr; }
 };
 
 // Blocking helpers built on Progress.

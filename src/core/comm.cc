@@ -61,11 +61,14 @@ Status runColl(weftComm* comm, CollCall& call) {
   CollArgs& args = call.args;
   if (isReducing(args.kind))
     WEFT_RETURN_IF_ERROR(resolveOp(comm, call.rawOp, args.dtype, &args.op));
-  const Algorithm& alg = selectAlgorithm(args, comm->context);
+  const Choice choice = chooseAlgorithm(args, comm->context);
+  const Algorithm& alg = *choice.alg;
+  args.chunkBytes = choice.chunkBytes;
+  args.singleCopy = choice.singleCopy;
   ++comm->collSeq;
-  WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s",
+  WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s proto %s chunk %zu",
             static_cast<unsigned long long>(comm->collSeq), collName(args.kind), args.count,
-            dtypeName(args.dtype), args.root, alg.name);
+            dtypeName(args.dtype), args.root, alg.name, protoName(choice.proto), choice.chunkBytes);
   comm->health.beginCollective();
   Status st = alg.run(comm->context, args);
   if (!st.isOk()) commFail(comm, st);
@@ -77,6 +80,23 @@ Status stickyError(weftComm* comm) {
   return Status(static_cast<weftResult_t>(comm->asyncError.load()),
                 "the communicator failed earlier and cannot be used: " + comm->errorMessage +
                     " (abort it with weftCommAbort and create a new one)");
+}
+
+// The communicator's shape (hosts from the peers' host hashes) and the
+// parameters every rank agrees on (calibrate.cc).
+Status initTuner(weftComm* comm) {
+  std::vector<uint64_t> hosts;
+  std::vector<int> hostOf(static_cast<size_t>(comm->nranks), 0);
+  for (const PeerInfo& p : comm->peers) {
+    const auto it = std::find(hosts.begin(), hosts.end(), p.hostHash);
+    if (p.rank >= 0 && p.rank < comm->nranks) hostOf[p.rank] = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) hosts.push_back(p.hostHash);
+  }
+  comm->health.beginCollective();
+  TunerParams params;
+  WEFT_RETURN_IF_ERROR(tunerParamsFor(comm->context, hostOf, &params));
+  comm->tuner = std::make_unique<Tuner>(tunerShapeFor(comm->context, hostOf), params);
+  return Status::ok();
 }
 
 }  // namespace
@@ -146,6 +166,9 @@ HealthMonitor& CommContext::health() {
 }
 size_t CommContext::chunkBytes() const {
   return comm_.shm->slotBytes();
+}
+const Tuner* CommContext::tuner() const {
+  return comm_.tuner.get();
 }
 size_t CommContext::directMinBytes() const {
   return comm_.shm->directEnabled() ? comm_.shm->directMinBytes() : SIZE_MAX;
@@ -273,6 +296,7 @@ Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t
   WEFT_RETURN_IF_ERROR(Bootstrap::create(root, secret, rank, nranks, &comm->bootstrap));
   comm->peers = comm->bootstrap->peers();
   WEFT_RETURN_IF_ERROR(ShmTransport::create(*comm->bootstrap, ShmOptions::fromEnv(), &comm->shm));
+  WEFT_RETURN_IF_ERROR(initTuner(comm.get()));
   weftComm* raw = comm.get();
   comm->engine = std::make_unique<Engine>([raw](Task& task) { return commRunTask(raw, task); });
   setLogRank(rank);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/coll.h"
+#include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/engine.h"
 #include "core/work.h"
@@ -50,6 +51,7 @@ class CommContext final : public CollContext {
   HealthMonitor& health() override;
   size_t chunkBytes() const override;
   size_t directMinBytes() const override;
+  const Tuner* tuner() const override;
 
  private:
   weftComm& comm_;
@@ -69,6 +71,7 @@ struct weftComm {
   std::vector<weft::PeerInfo> peers;
   std::unique_ptr<weft::Bootstrap> bootstrap;
   std::unique_ptr<weft::ShmTransport> shm;
+  std::unique_ptr<weft::Tuner> tuner;  // set once the channels exist
   weft::CommHealth health{*this};
   weft::CommContext context{*this};
   std::unique_ptr<weft::Engine> engine;
