@@ -296,6 +296,7 @@ Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t
   WEFT_RETURN_IF_ERROR(Bootstrap::create(root, secret, rank, nranks, &comm->bootstrap));
   comm->peers = comm->bootstrap->peers();
   WEFT_RETURN_IF_ERROR(ShmTransport::create(*comm->bootstrap, ShmOptions::fromEnv(), &comm->shm));
+  setLogRank(rank);
   WEFT_RETURN_IF_ERROR(initTuner(comm.get()));
   weftComm* raw = comm.get();
   comm->engine = std::make_unique<Engine>([raw](Task& task) { return commRunTask(raw, task); });
