@@ -70,8 +70,9 @@ TEST(TunerSpec, UnknownNamesWarn) {
 }
 
 TEST(TunerSpec, GarbageNeverCrashes) {
-  const char* inputs[] = {";;;", ":", "^", "^^ring", "allreduce:", ":ring", ",,,", "a:b:c",
-                          "allreduce:^", "\x01\xff:;^,", "ring;;allreduce:;"};
+  const char* inputs[] = {
+      ";;;", ":",     "^",           "^^ring",       "allreduce:",       ":ring",
+      ",,,", "a:b:c", "allreduce:^", "\x01\xff:;^,", "ring;;allreduce:;"};
   for (const char* in : inputs) {
     auto s = parseSelectionSpec(in, kNames, "X");
     EXPECT_EQ(s.allowed.size(), s.restricted.size()) << in;
@@ -84,6 +85,20 @@ TEST(TunerSpec, GarbageNeverCrashes) {
     for (char& c : in) c = alphabet[rng() % (sizeof(alphabet) - 1)];
     auto s = parseSelectionSpec(in, kNames, "X");
     for (uint64_t m : s.allowed) EXPECT_EQ(m & ~0b111ull, 0u) << in;
+  }
+}
+
+TEST(TunerSpec, AlgoSpecMasksOverTheTable) {
+  const auto masks = parseAlgoSpec("allreduce:ring");
+  ASSERT_EQ(masks.size(), static_cast<size_t>(CollKind::Recv) + 1);
+  const auto table = allAlgorithms();
+  for (size_t i = 0; i < table.size() && i < 32; ++i) {
+    const bool on = (masks[static_cast<int>(table[i].kind)] >> i) & 1;
+    if (table[i].kind == CollKind::AllReduce) {
+      EXPECT_EQ(on, std::string_view(table[i].name) == "ring") << table[i].name;
+    } else {
+      EXPECT_TRUE(on) << table[i].name;  // other collectives unrestricted
+    }
   }
 }
 
@@ -129,18 +144,18 @@ TEST(TunerFile, RejectsGarbage) {
       "",
       "# only a comment\n",
       "weft-tuner 2\n",
-      "shm.gbps 3\n",                             // no header
-      "weft-tuner 1\nshm.gbps\n",                 // no value
-      "weft-tuner 1\nshm.gbps 3 4\n",             // two values
-      "weft-tuner 1\nshm.gbps 3 4 5\n",           // too many words
-      "weft-tuner 1\nshm.speed 3\n",              // unknown key
-      "weft-tuner 1\nshm.gbps nan\n",             // not finite
-      "weft-tuner 1\nshm.gbps inf\n",             //
-      "weft-tuner 1\nshm.gbps -3\n",              // out of range
-      "weft-tuner 1\nshm.alpha_us 0\n",           //
-      "weft-tuner 1\nshm.alpha_us 1e300\n",       //
-      "weft-tuner 1\nshm.gbps 3x\n",              // trailing junk
-      "weft-tuner 1\nshm.gbps 0x\n",              //
+      "shm.gbps 3\n",                        // no header
+      "weft-tuner 1\nshm.gbps\n",            // no value
+      "weft-tuner 1\nshm.gbps 3 4\n",        // two values
+      "weft-tuner 1\nshm.gbps 3 4 5\n",      // too many words
+      "weft-tuner 1\nshm.speed 3\n",         // unknown key
+      "weft-tuner 1\nshm.gbps nan\n",        // not finite
+      "weft-tuner 1\nshm.gbps inf\n",        //
+      "weft-tuner 1\nshm.gbps -3\n",         // out of range
+      "weft-tuner 1\nshm.alpha_us 0\n",      //
+      "weft-tuner 1\nshm.alpha_us 1e300\n",  //
+      "weft-tuner 1\nshm.gbps 3x\n",         // trailing junk
+      "weft-tuner 1\nshm.gbps 0x\n",         //
       std::string("weft-tuner 1\nshm.gbps 3\0junk", 27),
       "weft-tuner 1\n" + std::string(70000, 'x'),  // too large
       "weft-tuner 1\nshm.gbps " + std::string(100, '9') + "\n",
@@ -290,8 +305,8 @@ TEST(TunerRestrictions, AlgoAndProto) {
 
   // An algorithm with both protocols is told whether it may copy once.
   const Restrictions simpleOnly = parseRestrictions("", "gather:simple", kFullTable, false);
-  Choice c = chooseFor(CollKind::Gather, 1 << 20, shape(4), defaultTunerParams(), kFullTable,
-                       simpleOnly);
+  Choice c =
+      chooseFor(CollKind::Gather, 1 << 20, shape(4), defaultTunerParams(), kFullTable, simpleOnly);
   EXPECT_FALSE(c.singleCopy);
   EXPECT_EQ(c.proto, Proto::Simple);
   c = chooseFor(CollKind::Gather, 1 << 20, shape(4), defaultTunerParams(), kFullTable,
@@ -322,15 +337,15 @@ std::string oldRule(CollKind kind, size_t bytes, int n, size_t slot, bool publis
 
 TEST(TunerDefaults, ReproduceTheMeasuredRulesOnOneHost) {
   // Only the algorithms the rules knew, whatever the table holds by now.
-  const Restrictions r = parseRestrictions("ring,direct,chain,pairwise,p2p", "", allAlgorithms(),
-                                           false);
+  const Restrictions r =
+      parseRestrictions("ring,direct,chain,pairwise,p2p", "", allAlgorithms(), false);
   for (size_t slot : {size_t{64} << 10, size_t{256} << 10}) {
     for (int n = 2; n <= 8; ++n) {
       for (bool publish : {false, true}) {
         TunerShape s = shape(n, 1, publish, slot);
-        for (CollKind kind : {CollKind::AllReduce, CollKind::AllGather, CollKind::AllToAll,
-                              CollKind::Broadcast, CollKind::Reduce, CollKind::ReduceScatter,
-                              CollKind::Gather, CollKind::Scatter}) {
+        for (CollKind kind :
+             {CollKind::AllReduce, CollKind::AllGather, CollKind::AllToAll, CollKind::Broadcast,
+              CollKind::Reduce, CollKind::ReduceScatter, CollKind::Gather, CollKind::Scatter}) {
           for (size_t bytes = 1; bytes <= (size_t{16} << 20); bytes *= 2) {
             const Choice c = chooseFor(kind, bytes, s, defaultTunerParams(), allAlgorithms(), r);
             ASSERT_NE(c.alg, nullptr);

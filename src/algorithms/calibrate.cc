@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/select.h"
 #include "algorithms/tuner.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -227,6 +228,12 @@ Status broadcastBytes(CollContext& ctx, void* data, size_t bytes) {
 }
 
 }  // namespace
+
+void resetTunerCacheForTesting() {
+  std::lock_guard<std::mutex> lock(gCacheMu);
+  gCached = false;
+  gCachedNet = false;
+}
 
 Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams* out) {
   const int n = ctx.nranks();

@@ -93,6 +93,12 @@ class CollContext {
   // Messages of at least this many bytes go by single copy where the channel
   // can publish (SendChannel::canPublish); SIZE_MAX turns that off.
   virtual size_t directMinBytes() const { return SIZE_MAX; }
+  // The host a rank runs on, as a small index (0 for the first host seen);
+  // the hierarchical algorithms group ranks by it. One host by default.
+  virtual int hostOf(int rank) const {
+    (void)rank;
+    return 0;
+  }
   // The communicator's tuner, or nullptr for default parameters.
   virtual const Tuner* tuner() const { return nullptr; }
 };

@@ -296,9 +296,10 @@ double arDirect(const Model& m, double N, size_t*) {
 }
 double arTree(const Model& m, double N, size_t* chunk) {
   const LinkClass l = m.flat();
-  // Two binary trees, each half the data; a chunk goes up (reduced) and down.
+  // Two binary trees, each half the data; a chunk goes up (reduced) and
+  // down. A rank sends and receives at most 3/2 of it and reduces it once.
   const int depth = m.ceilLog2(m.n);
-  const Cost c = pipeline(m, l, 2 * depth, N, 2.0 * m.beta(l) * m.share(l) + m.gamma());
+  const Cost c = pipeline(m, l, 2 * depth, N, 1.5 * m.dup(l) * m.beta(l) * m.share(l) + m.gamma());
   *chunk = c.chunkBytes;
   return c.us;
 }
@@ -315,17 +316,17 @@ double arRecDoubling(const Model& m, double N, size_t*) {
          foldOut(m, l, N);
 }
 double arHier(const Model& m, double N, size_t*) {
-  // Reduce-scatter inside each host (shm), allreduce of each 1/p slice
-  // across hosts (one leader per slice, the slices sharing the NIC), then
-  // all-gather inside the host.
+  // Recursive-halving reduce-scatter inside each host (shm), a ring
+  // allreduce of each 1/p slice across hosts (one leader per slice, the
+  // slices sharing the NIC), then recursive-doubling all-gather inside.
   const int p = m.ppn, h = m.h;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
-  const double slice = N / p;
-  double t = (p - 1) * (m.alpha(s) + slice * (m.beta(s) + m.gamma())) +
-             (p - 1) * (m.alpha(s) + m.dup(s) * slice * m.beta(s));
+  const double inside = (p - 1.0) / p * N;
+  double t = 2.0 * m.ceilLog2(p) * m.alpha(s) + inside * (m.beta(s) + m.gamma()) +
+             inside * m.dup(s) * m.beta(s);
   if (h > 1) {
     t += 2.0 * (h - 1) * m.alpha(net) + 2.0 * (h - 1) / h * N * m.beta(net) +
-         (h - 1.0) / h * slice * m.gamma();
+         (h - 1.0) / h * (N / p) * m.gamma();
   }
   return t;
 }
@@ -343,12 +344,13 @@ double rsRhd(const Model& m, double bytes, size_t*) {
          (m.n == m.p2() ? 0 : m.alpha(l) + m.dup(l) * bytes * m.beta(l));
 }
 double rsHier(const Model& m, double bytes, size_t*) {
+  // Recursive halving inside the host, then across hosts per slice.
   const int p = m.ppn, h = m.h;
   const double N = bytes * m.n;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
-  double t = (p - 1) * (m.alpha(s) + N / p * (m.beta(s) + m.gamma()));
+  double t = m.ceilLog2(p) * m.alpha(s) + (p - 1.0) / p * N * (m.beta(s) + m.gamma());
   if (h > 1) {
-    t += (h - 1) * m.alpha(net) + (h - 1.0) / h * N * m.beta(net) +
+    t += m.ceilLog2(h) * m.alpha(net) + (h - 1.0) / h * N * m.beta(net) +
          (h - 1.0) / h * N / p * m.gamma();
   }
   return t;
@@ -371,11 +373,13 @@ double agRecDoubling(const Model& m, double b, size_t*) {
          (m.p2() - 1.0) / m.p2() * N * m.dup(l) * m.beta(l) * m.share(l) + foldOut(m, l, N);
 }
 double agHier(const Model& m, double b, size_t*) {
-  // Across hosts first (one rank per host and slot), then inside the host.
+  // Across hosts first (one leader per slice, sharing the NIC), then
+  // recursive doubling inside the host.
   const int p = m.ppn, h = m.h;
+  const double N = b * m.n;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
-  double t = (p - 1) * (m.alpha(s) + m.dup(s) * h * b * m.beta(s));
-  if (h > 1) t += (h - 1) * (m.alpha(net) + p * b * m.beta(net));
+  double t = m.ceilLog2(p) * m.alpha(s) + (p - 1.0) / p * N * m.dup(s) * m.beta(s);
+  if (h > 1) t += m.ceilLog2(h) * m.alpha(net) + (h - 1.0) / h * N * m.beta(net);
   return t;
 }
 
@@ -395,8 +399,12 @@ double bcDirect(const Model& m, double N, size_t*) {
   return m.alpha(LinkClass::Shm) + m.alpha(c) + (m.n - 1) * N * m.beta(c);
 }
 double bcBinomial(const Model& m, double N, size_t*) {
+  // Pipelined one slot at a time, but the root sends every chunk
+  // ceil(log2 n) times: its sends set the pace.
   const LinkClass l = m.flat();
-  return m.ceilLog2(m.n) * (m.alpha(l) + N * m.beta(l) * m.share(l));
+  const double c = std::min<double>(N, static_cast<double>(m.s.slotBytes));
+  const double chunks = c > 0 ? std::ceil(N / c) : 1;
+  return chunks * m.ceilLog2(m.n) * (m.alpha(l) + c * m.beta(l) * m.share(l));
 }
 
 // --- reduce (N = bytes) ---
@@ -407,8 +415,11 @@ double rdChain(const Model& m, double N, size_t* chunk) {
   return c.us;
 }
 double rdBinomial(const Model& m, double N, size_t*) {
+  // The root receives and reduces every chunk ceil(log2 n) times.
   const LinkClass l = m.flat();
-  return m.ceilLog2(m.n) * (m.alpha(l) + N * (m.beta(l) * m.share(l) + m.gamma()));
+  const double c = std::min<double>(N, static_cast<double>(m.s.slotBytes));
+  const double chunks = c > 0 ? std::ceil(N / c) : 1;
+  return chunks * m.ceilLog2(m.n) * (m.alpha(l) + c * (m.beta(l) * m.share(l) + m.gamma()));
 }
 
 // --- alltoall (b = bytes per peer) ---
@@ -474,7 +485,7 @@ constexpr Entry kFormulas[] = {
     {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true},
     {"alltoall", "direct", a2aDirect, kProtoCma, true},
     {"alltoall", "bruck", a2aBruck, kProtoSimple, true},
-    {"alltoallv", "pairwise", a2aPairwise, kProtoSimple | kProtoCma, true},
+    {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true},
     {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true},
     {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true},
     {"send", "p2p", p2p, kProtoSimple | kProtoCma, true},
@@ -563,6 +574,17 @@ const Restrictions& envRestrictions() {
 void resetAlgorithmSelectionForTesting() {
   delete gRestrictions.exchange(nullptr, std::memory_order_acq_rel);
   gGeneration.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<uint32_t> parseAlgoSpec(const std::string& spec) {
+  const std::span<const Algorithm> table = allAlgorithms();
+  const Restrictions r = parseRestrictions(spec, "", table, false);
+  std::vector<uint32_t> masks(kNumKinds, 0);
+  for (size_t i = 0; i < table.size() && i < 32; ++i) {
+    const int k = static_cast<int>(table[i].kind);
+    if (!r.algoRestricted[k] || ((r.algo[k] >> i) & 1)) masks[k] |= 1u << i;
+  }
+  return masks;
 }
 
 bool p2pSingleCopyAllowed() {
@@ -749,10 +771,12 @@ TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf) {
 Choice chooseAlgorithm(const CollArgs& args, CollContext& ctx) {
   const size_t bytes = args.count * dtypeSize(args.dtype);
   if (const Tuner* t = ctx.tuner()) return t->choose(args.kind, bytes);
-  // No tuner (tests, tools): default parameters, one host, this context's
+  // No tuner (tests, tools): default parameters, this context's hosts and
   // channels.
-  const std::vector<int> oneHost(static_cast<size_t>(ctx.nranks()), 0);
-  const TunerShape shape = tunerShapeFor(ctx, oneHost);
+  thread_local std::vector<int> hostOf;
+  hostOf.resize(static_cast<size_t>(ctx.nranks()));
+  for (int r = 0; r < ctx.nranks(); ++r) hostOf[r] = ctx.hostOf(r);
+  const TunerShape shape = tunerShapeFor(ctx, hostOf);
   return chooseFor(args.kind, bytes, shape, defaultTunerParams(), allAlgorithms(),
                    envRestrictions());
 }
