@@ -33,10 +33,10 @@ namespace {
 
 using namespace weft;
 
-constexpr CollKind kKinds[] = {CollKind::AllReduce,     CollKind::Broadcast, CollKind::Reduce,
-                               CollKind::AllGather,     CollKind::ReduceScatter,
-                               CollKind::AllToAll,      CollKind::Gather,    CollKind::Scatter,
-                               CollKind::Send,          CollKind::Recv};
+constexpr CollKind kKinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
+                               CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+                               CollKind::Gather,    CollKind::Scatter,       CollKind::Send,
+                               CollKind::Recv};
 
 int usage(const char* why) {
   if (why) std::fprintf(stderr, "weft-info: %s\n", why);
@@ -64,6 +64,8 @@ void list() {
   }
 }
 
+std::string gSource = "built-in defaults";
+
 TunerParams params() {
   TunerParams p = defaultTunerParams();
   if (const auto file = envString("TUNER_FILE")) {
@@ -74,6 +76,7 @@ TunerParams params() {
       std::string why;
       if (auto parsed = parseTunerFile(text.str(), p, &why)) {
         p = *parsed;
+        gSource = "WEFT_TUNER_FILE " + *file;
       } else {
         std::fprintf(stderr, "weft-info: ignoring WEFT_TUNER_FILE %s: %s\n", file->c_str(),
                      why.c_str());
@@ -96,10 +99,10 @@ bool parseKind(const std::string& name, CollKind* out) {
 
 bool parseDtype(const std::string& name, weftDataType_t* out) {
   static const std::pair<const char*, weftDataType_t> kNames[] = {
-      {"float", weftFloat32},   {"float32", weftFloat32}, {"half", weftFloat16},
+      {"float", weftFloat32},   {"float32", weftFloat32},   {"half", weftFloat16},
       {"float16", weftFloat16}, {"bfloat16", weftBfloat16}, {"double", weftFloat64},
-      {"float64", weftFloat64}, {"int8", weftInt8},       {"uint8", weftUint8},
-      {"int32", weftInt32},     {"int", weftInt32},       {"int64", weftInt64}};
+      {"float64", weftFloat64}, {"int8", weftInt8},         {"uint8", weftUint8},
+      {"int32", weftInt32},     {"int", weftInt32},         {"int64", weftInt64}};
   for (const auto& [n, t] : kNames) {
     if (name == n) {
       *out = t;
@@ -146,6 +149,10 @@ void plan(const TunerShape& shape, const TunerParams& p, const std::vector<CollK
               shape.nranks, shape.nhosts, shape.ranksPerHost, human(shape.slotBytes).c_str(),
               shape.canPublish ? ("from " + human(shape.directMinBytes)).c_str() : "off",
               dtypeName(dtype));
+  std::printf(
+      "# parameters: %s (and WEFT_TUNER_* overrides); a job calibrates unless "
+      "WEFT_TUNER_CALIBRATE=0 or WEFT_TUNER_FILE is valid\n",
+      gSource.c_str());
   for (CollKind kind : kinds) {
     std::printf("\n# %s\n%12s %12s  %-12s %-7s %8s %12s", collName(kind), "size", "count",
                 "algorithm", "proto", "chunk", "time(us)");
