@@ -33,10 +33,14 @@ namespace {
 
 using namespace weft;
 
-constexpr CollKind kKinds[] = {CollKind::AllReduce, CollKind::Broadcast,     CollKind::Reduce,
-                               CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
-                               CollKind::Gather,    CollKind::Scatter,       CollKind::Send,
-                               CollKind::Recv};
+// Every collective the algorithm layer knows (CollKind runs up to Recv).
+std::vector<CollKind> allKinds() {
+  std::vector<CollKind> kinds;
+  for (int k = 0; k <= static_cast<int>(CollKind::Recv); ++k) {
+    kinds.push_back(static_cast<CollKind>(k));
+  }
+  return kinds;
+}
 
 int usage(const char* why) {
   if (why) std::fprintf(stderr, "weft-info: %s\n", why);
@@ -88,7 +92,7 @@ TunerParams params() {
 }
 
 bool parseKind(const std::string& name, CollKind* out) {
-  for (CollKind k : kKinds) {
+  for (CollKind k : allKinds()) {
     if (normalizeName(name) == normalizeName(collName(k))) {
       *out = k;
       return true;
@@ -257,7 +261,9 @@ int main(int argc, char** argv) {
   shape.canPublish = hosts == 1 && n > 1 && envInt("SHM_DIRECT", 1) != 0;
   shape.directMinBytes = envBytes("SHM_DIRECT_MIN", 64 << 10);
   if (kinds.empty()) {
-    kinds.assign(std::begin(kKinds), std::end(kKinds) - 2);  // no lone send/recv
+    for (CollKind k : allKinds()) {
+      if (k != CollKind::Send && k != CollKind::Recv) kinds.push_back(k);
+    }
   }
   plan(shape, p, kinds, dtype, minBytes, maxBytes, all);
   return 0;
