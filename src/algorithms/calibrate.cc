@@ -36,7 +36,12 @@ double usSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-constexpr double kPhaseBudgetUs = 1000;  // for the ping-pong of one link
+// The ping-pong of one link: at least kMinPings rounds (the first ones warm
+// up connections and caches), then more until kPhaseBudgetUs; never past
+// kHardLimitUs, however slow the rounds.
+constexpr double kPhaseBudgetUs = 1000;
+constexpr double kHardLimitUs = 10000;
+constexpr int kMinPings = 8;
 constexpr int kMaxPings = 48;
 
 Status sendBytes(SendChannel& ch, Progress& pr, const void* data, size_t bytes) {
@@ -72,7 +77,11 @@ Status pingPong(CollContext& ctx, int peer, bool leader, double* oneWayUs) {
   for (int i = 0;; ++i) {
     Word w;
     if (leader) {
-      w.more = (i + 1 < kMaxPings && usSince(start) < kPhaseBudgetUs) ? 1 : 0;
+      const double elapsed = usSince(start);
+      w.more = i + 1 < kMaxPings && elapsed < kHardLimitUs &&
+                       (i + 1 < kMinPings || elapsed < kPhaseBudgetUs)
+                   ? 1
+                   : 0;
       const auto t0 = Clock::now();
       WEFT_RETURN_IF_ERROR(sendBytes(out, pr, &w, sizeof(w)));
       Word echo;
@@ -295,7 +304,7 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams
             measureCma(ctx, peer, leader, &params.link[static_cast<int>(LinkClass::Cma)]));
     }
     if (netPeer >= 0 && (leader || r == netPeer)) {
-      WEFT_RETURN_IF_ERROR(measureLink(ctx, leader ? netPeer : 0, leader, 1 << 20,
+      WEFT_RETURN_IF_ERROR(measureLink(ctx, leader ? netPeer : 0, leader, 256 << 10,
                                        &params.link[static_cast<int>(LinkClass::Net)]));
     }
     if (leader) {
