@@ -21,14 +21,12 @@ struct Algorithm {
 
 std::span<const Algorithm> allAlgorithms();
 
-// The algorithm for this call. WEFT_ALGO (NCCL syntax: "ring", "^direct",
-// "allreduce:direct;broadcast:chain") restricts the choice; within what is
-// allowed a size rule picks: latency-bound calls take the one-hop direct
-// algorithms, the rest the pipelined ring/chain, and messages of at least
-// ctx.directMinBytes() per peer the single-copy algorithms where the channels
-// can publish (SendChannel::canPublish).
+// The algorithm for this call: the tuner's choice (tuner.h; chooseAlgorithm
+// also gives the chunk and protocol) among what WEFT_ALGO and WEFT_PROTO
+// allow (NCCL syntax: "ring", "^direct", "allreduce:direct;broadcast:chain").
 const Algorithm& selectAlgorithm(const CollArgs& args, CollContext& ctx);
-// The same choice for channels that cannot publish (no single copy).
+// The same choice for channels that cannot publish (no single copy), with
+// the default parameters.
 const Algorithm& selectAlgorithm(const CollArgs& args, int nranks, size_t chunkBytes);
 
 Status ringAllReduce(CollContext& ctx, const CollArgs& args);

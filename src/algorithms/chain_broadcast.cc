@@ -1,7 +1,7 @@
 // Chain broadcast: root -> root+1 -> ... -> root+n-1, pipelined one chunk
-// (channel slot) at a time. Each rank forwards a chunk before copying it into
-// its own output, so the chunk keeps moving down the chain. recv is the
-// output on every rank; the root copies send -> recv when they differ.
+// (the tuner's, at most a channel slot) at a time. Each rank forwards a chunk before copying it
+// into its own output, so the chunk keeps moving down the chain. recv is the output on every rank;
+// the root copies send -> recv when they differ.
 //
 // Cost, n ranks, N bytes in C chunks: n-1+C-1 pipeline steps; every rank but
 // the last sends N bytes, every rank but the root receives N bytes.
@@ -32,7 +32,7 @@ Status chainBroadcast(CollContext& ctx, const CollArgs& a) {
   SendChannel* next = pos < n - 1 ? &ctx.sendTo(algo::mod(r + 1, n)) : nullptr;
   RecvChannel* prev = pos > 0 ? &ctx.recvFrom(algo::mod(r - 1, n)) : nullptr;
   Progress progress(ctx.health());
-  const size_t chunk = ctx.chunkBytes() / es * es;
+  const size_t chunk = algo::chunkBytes(ctx, a, es);
 
   for (size_t off = 0; off < total; off += chunk) {
     const size_t bytes = std::min(chunk, total - off);

@@ -1,5 +1,5 @@
 // Chain reduce: root+1 -> root+2 -> ... -> root, pipelined one chunk
-// (channel slot) at a time. The first rank of the chain sends its
+// (the tuner's, at most a channel slot) at a time. The first rank of the chain sends its
 // contribution; each next rank folds its own in, writing straight into the
 // following rank's slot; the root folds in last and writes the result to
 // recv. Non-roots' recv is not touched.
@@ -31,7 +31,7 @@ Status chainReduce(CollContext& ctx, const CollArgs& a) {
   SendChannel* next = pos < n - 1 ? &ctx.sendTo(algo::mod(r + 1, n)) : nullptr;
   RecvChannel* prev = pos > 0 ? &ctx.recvFrom(algo::mod(r - 1, n)) : nullptr;
   Progress progress(ctx.health());
-  const size_t chunkElems = ctx.chunkBytes() / es;
+  const size_t chunkElems = algo::chunkBytes(ctx, a, es) / es;
 
   for (size_t off = 0; off < a.count; off += chunkElems) {
     const size_t c = std::min(chunkElems, a.count - off);

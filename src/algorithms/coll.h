@@ -54,6 +54,11 @@ struct CollArgs {
   const size_t* sendDispls = nullptr;
   const size_t* recvCounts = nullptr;
   const size_t* recvDispls = nullptr;
+  // Set by the tuner (tuner.h). Pipelined algorithms (chain) move at most
+  // this many bytes per step, 0 meaning the channel slot; algorithms that
+  // choose single copy by size (gather, scatter) use it only if singleCopy.
+  size_t chunkBytes = 0;
+  bool singleCopy = true;
 };
 
 // Health of the communicator as seen from inside a collective.
@@ -94,6 +99,8 @@ class Progress {
   int64_t nextCheckNs_ = 0;  // CLOCK_MONOTONIC time of the next due check()
 };
 
+class Tuner;
+
 class CollContext {
  public:
   virtual ~CollContext() = default;
@@ -113,6 +120,8 @@ class CollContext {
     (void)rank;
     return 0;
   }
+  // The communicator's tuner, or nullptr for default parameters.
+  virtual const Tuner* tuner() const { return nullptr; }
 };
 
 // Blocking helpers built on Progress.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "algorithms/coll.h"
 
@@ -10,6 +11,20 @@ namespace weft::algo {
 // x modulo n, in [0, n) for negative x too.
 inline int mod(int x, int n) {
   return ((x % n) + n) % n;
+}
+
+// Bytes per pipelined step: the tuner's chunk (CollArgs::chunkBytes) capped
+// at the slot, a whole number of elements and at least one.
+inline size_t chunkBytes(const CollContext& ctx, const CollArgs& a, size_t elemSize) {
+  size_t c = ctx.chunkBytes();
+  if (a.chunkBytes > 0 && a.chunkBytes < c) c = a.chunkBytes;
+  c = c / elemSize * elemSize;
+  return c > 0 ? c : elemSize;
+}
+
+// Single copy from this per-peer size, unless WEFT_PROTO ruled it out.
+inline size_t directMinBytes(const CollContext& ctx, const CollArgs& a) {
+  return a.singleCopy ? ctx.directMinBytes() : SIZE_MAX;
 }
 
 // The error for a received slot that does not hold the expected byte count.

@@ -33,7 +33,7 @@ Status directGather(CollContext& ctx, const CollArgs& a) {
 
   if (r != a.root) {
     SendChannel& ch = ctx.sendTo(a.root);
-    if (bytes > 0 && bytes >= ctx.directMinBytes() && ch.canPublish()) {
+    if (bytes > 0 && bytes >= algo::directMinBytes(ctx, a) && ch.canPublish()) {
       algo::PublishedSend ps;
       ps.src = in;
       ps.bytes = bytes;

@@ -72,7 +72,7 @@ Status directScatter(CollContext& ctx, const CollArgs& a) {
   thread_local std::vector<algo::PublishedSend> sends;
   sent.assign(n, 0);
   sends.assign(n, {});
-  const bool single = bytes >= ctx.directMinBytes();
+  const bool single = bytes >= algo::directMinBytes(ctx, a);
   int pending = n - 1;
   while (pending > 0) {
     bool moved = false;

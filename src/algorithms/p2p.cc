@@ -18,6 +18,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/detail.h"
+#include "algorithms/tuner.h"
 #include "kernels/reduce.h"
 
 namespace weft {
@@ -103,7 +104,7 @@ Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
   const int n = ctx.nranks();
   const int r = ctx.rank();
   const size_t chunk = ctx.chunkBytes();
-  const size_t directMin = ctx.directMinBytes();
+  const size_t directMin = p2pSingleCopyAllowed() ? ctx.directMinBytes() : SIZE_MAX;
   // Bytes a published receive copies per pass, so other operations of the
   // batch keep moving meanwhile.
   const size_t directPiece = std::max<size_t>(chunk * 8, 4 << 20);

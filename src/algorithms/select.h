@@ -11,8 +11,12 @@ namespace weft {
 // entries it allows (0: the default rule applies). Pure; for tests and fuzzing.
 std::vector<uint32_t> parseAlgoSpec(const std::string& spec);
 
-// Forgets the parsed WEFT_ALGO so that the next selectAlgorithm reads the
-// environment again. For tests: it must not race with selectAlgorithm.
+// Forgets the parsed WEFT_ALGO and WEFT_PROTO so that the next selection
+// reads the environment again. For tests: it must not race with a selection.
 void resetAlgorithmSelectionForTesting();
+
+// Forgets the tuner parameters this process agreed on for earlier
+// communicators, so that the next one calibrates or reads its file again.
+void resetTunerCacheForTesting();
 
 }  // namespace weft

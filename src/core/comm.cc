@@ -55,10 +55,13 @@ Status runColl(weftComm* comm, CollCall& call, const std::atomic<int64_t>* deadl
     if (!st.isOk()) comm->flight->finish(call.flightSeq, false, st);
     WEFT_RETURN_IF_ERROR(st);
   }
-  const Algorithm& alg = selectAlgorithm(args, comm->context);
-  WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s",
+  const Choice choice = chooseAlgorithm(args, comm->context);
+  const Algorithm& alg = *choice.alg;
+  args.chunkBytes = choice.chunkBytes;
+  args.singleCopy = choice.singleCopy;
+  WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s proto %s chunk %zu",
             static_cast<unsigned long long>(comm->collSeq), collName(args.kind), args.count,
-            dtypeName(args.dtype), args.root, alg.name);
+            dtypeName(args.dtype), args.root, alg.name, protoName(choice.proto), choice.chunkBytes);
   comm->health.beginCollective(deadline);
   comm->flight->start(call.flightSeq, false, alg.name);
   bool mismatch = false;
@@ -78,6 +81,35 @@ Status stickyError(weftComm* comm) {
   return Status(static_cast<weftResult_t>(comm->asyncError.load()),
                 "the communicator failed earlier and cannot be used: " + comm->errorMessage +
                     " (abort it with weftCommAbort and create a new one)");
+}
+
+// The communicator's shape (hosts from the peers' host hashes) and the
+// parameters every rank agrees on (calibrate.cc).
+Status initTuner(weftComm* comm) {
+  std::vector<uint64_t> hosts;
+  std::vector<int> hostOf(static_cast<size_t>(comm->nranks), 0);
+  for (const PeerInfo& p : comm->peers) {
+    const auto it = std::find(hosts.begin(), hosts.end(), p.hostHash);
+    if (p.rank >= 0 && p.rank < comm->nranks) hostOf[p.rank] = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) hosts.push_back(p.hostHash);
+  }
+  // WEFT_SHM_DISABLE: peers on this host go over TCP too; to the model every
+  // rank is then a host of its own.
+  bool tcpOnHost = false;
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (r != comm->rank && hostOf[r] == hostOf[comm->rank] && comm->transport->usesTcp(r))
+      tcpOnHost = true;
+  }
+  if (tcpOnHost) {
+    for (int r = 0; r < comm->nranks; ++r) hostOf[r] = r;
+  }
+  comm->health.beginCollective();
+  TunerParams params;
+  WEFT_RETURN_IF_ERROR(tunerParamsFor(comm->context, hostOf, &params));
+  // Nothing of the calibration may stay in TCP staging slots.
+  WEFT_RETURN_IF_ERROR(comm->transport->flush([comm] { return comm->health.check(); }));
+  comm->tuner = std::make_unique<Tuner>(tunerShapeFor(comm->context, hostOf), params);
+  return Status::ok();
 }
 
 }  // namespace
@@ -199,6 +231,9 @@ HealthMonitor& CommContext::health() {
 }
 size_t CommContext::chunkBytes() const {
   return comm_.transport->slotBytes();
+}
+const Tuner* CommContext::tuner() const {
+  return comm_.tuner.get();
 }
 size_t CommContext::directMinBytes() const {
   return comm_.transport->directEnabled() ? comm_.transport->directMinBytes() : SIZE_MAX;
@@ -364,6 +399,8 @@ Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t
   flightRegister(comm->flight);
   flightInstallSignal();
   comm->checkCalls = checkEnabledFromEnv();
+  setLogRank(rank);
+  WEFT_RETURN_IF_ERROR(initTuner(comm.get()));
   weftComm* raw = comm.get();
   comm->engine = std::make_unique<Engine>([raw](Task& task) { return commRunTask(raw, task); });
   setLogRank(rank);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/coll.h"
+#include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/engine.h"
 #include "core/flight_recorder.h"
@@ -60,6 +61,7 @@ class CommContext final : public CollContext {
   size_t directMinBytes() const override;
   // From the peers' host hashes: hosts numbered in order of their lowest rank.
   int hostOf(int rank) const override;
+  const Tuner* tuner() const override;
 
  private:
   weftComm& comm_;
@@ -81,6 +83,7 @@ struct weftComm {
   std::vector<weft::PeerInfo> peers;
   std::unique_ptr<weft::Bootstrap> bootstrap;
   std::unique_ptr<weft::Transports> transport;  // per-peer shm or tcp channels
+  std::unique_ptr<weft::Tuner> tuner;  // set once the channels exist
   weft::CommHealth health{*this};
   weft::CommContext context{*this};
   std::unique_ptr<weft::Engine> engine;

@@ -1,0 +1,342 @@
+// The tuner's parameters for a new communicator, agreed by all ranks.
+//
+// Rank 0 decides where they come from: parameters this process measured
+// before (a split communicator on the same machine), WEFT_TUNER_FILE, a
+// calibration, or the defaults. A calibration is short and bounded: rank 0
+// ping-pongs small messages with one peer per link class (the first other
+// rank on its host; the first rank on another host), streams one buffer
+// through the FIFO, lets the same-host peer read two published buffers
+// (single copy) and times a local reduction. Each phase stops at its time
+// budget, so a loaded machine costs at most a few milliseconds per link.
+// Rank 0 then applies the WEFT_TUNER_* overrides and broadcasts the result,
+// so every rank models the same machine and makes the same choices.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/select.h"
+#include "algorithms/tuner.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double usSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// The ping-pong of one link: at least kMinPings rounds (the first ones warm
+// up connections and caches), then more until kPhaseBudgetUs; never past
+// kHardLimitUs, however slow the rounds.
+constexpr double kPhaseBudgetUs = 1000;
+constexpr double kHardLimitUs = 10000;
+constexpr int kMinPings = 8;
+constexpr int kMaxPings = 48;
+
+Status sendBytes(SendChannel& ch, Progress& pr, const void* data, size_t bytes) {
+  void* slot;
+  WEFT_RETURN_IF_ERROR(acquireSlot(ch, pr, &slot));
+  std::memcpy(slot, data, bytes);
+  ch.commit(bytes);
+  return Status::ok();
+}
+
+Status recvBytes(RecvChannel& ch, Progress& pr, void* data, size_t bytes) {
+  const void* src;
+  WEFT_RETURN_IF_ERROR(peekSlot(ch, pr, bytes, &src));
+  std::memcpy(data, src, bytes);
+  ch.release();
+  return Status::ok();
+}
+
+struct Word {
+  uint64_t more = 0;  // 1: another round follows
+  double value = 0;   // a measurement the peer reports
+};
+
+// Ping-pong: rank 0 (`leader`) sends, the peer echoes, until the leader
+// says stop. Returns the one-way latency in us (leader only): the best
+// round, since the model describes the machine, not the load on it now.
+Status pingPong(CollContext& ctx, int peer, bool leader, double* oneWayUs) {
+  Progress pr(ctx.health());
+  SendChannel& out = ctx.sendTo(peer);
+  RecvChannel& in = ctx.recvFrom(peer);
+  std::vector<double> rtt;
+  const auto start = Clock::now();
+  for (int i = 0;; ++i) {
+    Word w;
+    if (leader) {
+      const double elapsed = usSince(start);
+      w.more = i + 1 < kMaxPings && elapsed < kHardLimitUs &&
+                       (i + 1 < kMinPings || elapsed < kPhaseBudgetUs)
+                   ? 1
+                   : 0;
+      const auto t0 = Clock::now();
+      WEFT_RETURN_IF_ERROR(sendBytes(out, pr, &w, sizeof(w)));
+      Word echo;
+      WEFT_RETURN_IF_ERROR(recvBytes(in, pr, &echo, sizeof(echo)));
+      rtt.push_back(usSince(t0));
+    } else {
+      WEFT_RETURN_IF_ERROR(recvBytes(in, pr, &w, sizeof(w)));
+      WEFT_RETURN_IF_ERROR(sendBytes(out, pr, &w, sizeof(w)));
+    }
+    if (!w.more) break;
+  }
+  if (leader) {
+    // The first rounds fault pages in.
+    if (rtt.size() > 4) rtt.erase(rtt.begin(), rtt.begin() + 2);
+    *oneWayUs = *std::min_element(rtt.begin(), rtt.end()) / 2;
+  }
+  return Status::ok();
+}
+
+// Streams `total` bytes through the FIFO slots; the peer copies them out
+// and acknowledges. Returns the leader's elapsed us.
+Status stream(CollContext& ctx, int peer, bool leader, size_t total, double* us) {
+  Progress pr(ctx.health());
+  SendChannel& out = ctx.sendTo(peer);
+  RecvChannel& in = ctx.recvFrom(peer);
+  const size_t slot = ctx.chunkBytes();
+  std::vector<char> buf(total, 1);
+  const auto t0 = Clock::now();
+  Word w;
+  if (leader) {
+    for (size_t off = 0; off < total; off += slot) {
+      const size_t bytes = std::min(slot, total - off);
+      WEFT_RETURN_IF_ERROR(sendBytes(out, pr, buf.data() + off, bytes));
+    }
+    WEFT_RETURN_IF_ERROR(recvBytes(in, pr, &w, sizeof(w)));
+    *us = usSince(t0);
+  } else {
+    for (size_t off = 0; off < total; off += slot) {
+      const size_t bytes = std::min(slot, total - off);
+      WEFT_RETURN_IF_ERROR(recvBytes(in, pr, buf.data() + off, bytes));
+    }
+    WEFT_RETURN_IF_ERROR(sendBytes(out, pr, &w, sizeof(w)));
+  }
+  return Status::ok();
+}
+
+// The leader publishes `total` bytes; the peer reads them by single copy,
+// times the read and reports it. Returns the peer's read time in us.
+Status publishedRead(CollContext& ctx, int peer, bool leader, size_t total, double* us) {
+  Progress pr(ctx.health());
+  SendChannel& out = ctx.sendTo(peer);
+  RecvChannel& in = ctx.recvFrom(peer);
+  std::vector<char> buf(total, 1);
+  Word w;
+  if (leader) {
+    void* slot;
+    WEFT_RETURN_IF_ERROR(acquireSlot(out, pr, &slot));
+    out.publish(buf.data(), total);
+    WEFT_RETURN_IF_ERROR(recvBytes(in, pr, &w, sizeof(w)));  // after the peer released
+    while (!out.drained()) WEFT_RETURN_IF_ERROR(pr.idle());
+    *us = w.value;
+    return Status::ok();
+  }
+  size_t bytes = 0;
+  while (!in.tryPeek(&bytes)) WEFT_RETURN_IF_ERROR(pr.idle());
+  if (!in.peekedPublished() || bytes != total)
+    return Status(weftInternalError, "tuner calibration: expected a published buffer");
+  const auto t0 = Clock::now();
+  Status st = in.readPublished(buf.data(), 0, total);
+  w.value = usSince(t0);
+  in.release();
+  WEFT_RETURN_IF_ERROR(st);
+  return sendBytes(out, pr, &w, sizeof(w));
+}
+
+double gbpsFrom(size_t bytes, double us) {
+  return us > 0 ? static_cast<double>(bytes) / us / 1e3 : 0;
+}
+
+// One link class against `peer`: alpha from the ping-pong, bandwidth from
+// the better of two streams. Leaves `lp` alone where a measurement is
+// implausible.
+Status measureLink(CollContext& ctx, int peer, bool leader, size_t total, LinkParams* lp) {
+  double oneWay = 0, us = 0, again = 0;
+  WEFT_RETURN_IF_ERROR(pingPong(ctx, peer, leader, &oneWay));
+  WEFT_RETURN_IF_ERROR(stream(ctx, peer, leader, total, &us));
+  WEFT_RETURN_IF_ERROR(stream(ctx, peer, leader, total, &again));
+  us = std::min(us, again);
+  if (!leader) return Status::ok();
+  LinkParams m{oneWay, gbpsFrom(total, us - oneWay)};
+  TunerParams probe = defaultTunerParams();
+  probe.link[0] = m;
+  if (tunerParamsValid(probe)) *lp = m;
+  return Status::ok();
+}
+
+Status measureCma(CollContext& ctx, int peer, bool leader, LinkParams* lp) {
+  constexpr size_t kSmall = 16 << 10, kBig = 1 << 20;
+  double tSmall = 0, tBig = 0;
+  WEFT_RETURN_IF_ERROR(publishedRead(ctx, peer, leader, kSmall, &tSmall));
+  WEFT_RETURN_IF_ERROR(publishedRead(ctx, peer, leader, kBig, &tBig));
+  if (!leader || tBig <= tSmall) return Status::ok();
+  const double beta = (tBig - tSmall) / static_cast<double>(kBig - kSmall);  // us per byte
+  LinkParams m{std::max(0.05, tSmall - kSmall * beta), 1e-3 / beta};
+  TunerParams probe = defaultTunerParams();
+  probe.link[0] = m;
+  if (tunerParamsValid(probe)) *lp = m;
+  return Status::ok();
+}
+
+double measureReduceGbps() {
+  constexpr size_t kCount = 64 << 10;  // floats: 256 KiB, cache-resident
+  std::vector<float> a(kCount, 1.0f), b(kCount, 2.0f);
+  double best = 0;
+  for (int i = 0; i < 4; ++i) {
+    const auto t0 = Clock::now();
+    kernels::reduce(a.data(), a.data(), b.data(), kCount, weftFloat32, kernels::ReduceKind::Sum);
+    const double us = usSince(t0);
+    if (us > 0) best = std::max(best, gbpsFrom(kCount * sizeof(float), us));
+  }
+  return best;
+}
+
+// Parameters this process agreed on before, for later communicators.
+std::mutex gCacheMu;
+bool gCached = false;
+bool gCachedNet = false;  // the cached net link was measured
+TunerParams gCache;
+
+enum Source : uint32_t { kDefaults = 0, kFile = 1, kCalibrate = 2, kCached = 3 };
+const char* sourceName(uint32_t s) {
+  switch (s) {
+    case kFile:
+      return "file";
+    case kCalibrate:
+      return "calibration";
+    case kCached:
+      return "an earlier communicator";
+    default:
+      return "defaults";
+  }
+}
+
+Status broadcastBytes(CollContext& ctx, void* data, size_t bytes) {
+  CollArgs a;
+  a.kind = CollKind::Broadcast;
+  a.send = data;
+  a.recv = data;
+  a.count = bytes;
+  a.dtype = weftUint8;
+  a.root = 0;
+  return chainBroadcast(ctx, a);
+}
+
+}  // namespace
+
+void resetTunerCacheForTesting() {
+  std::lock_guard<std::mutex> lock(gCacheMu);
+  gCached = false;
+  gCachedNet = false;
+}
+
+Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams* out) {
+  const int n = ctx.nranks();
+  const int r = ctx.rank();
+  *out = defaultTunerParams();
+  int shmPeer = -1, netPeer = -1;
+  for (int p = 1; p < n && p < static_cast<int>(hostOf.size()); ++p) {
+    if (hostOf[p] == hostOf[0] && shmPeer < 0) shmPeer = p;
+    if (hostOf[p] != hostOf[0] && netPeer < 0) netPeer = p;
+  }
+  const auto file = envString("TUNER_FILE");
+
+  // Rank 0's plan.
+  uint32_t source = kDefaults;
+  TunerParams params = defaultTunerParams();
+  if (r == 0) {
+    std::lock_guard<std::mutex> lock(gCacheMu);
+    if (gCached && (netPeer < 0 || gCachedNet)) {
+      source = kCached;
+      params = gCache;
+    }
+  }
+  if (r == 0 && source == kDefaults && file) {
+    std::ifstream in(*file, std::ios::binary);
+    if (in) {
+      std::ostringstream text;
+      text << in.rdbuf();
+      std::string why;
+      if (auto p = parseTunerFile(text.str().substr(0, 64 * 1024 + 1), params, &why)) {
+        source = kFile;
+        params = *p;
+      } else {
+        WEFT_WARN(kLogTuning, "WEFT_TUNER_FILE %s is not a valid tuner file (%s); recalibrating",
+                  file->c_str(), why.c_str());
+      }
+    }
+  }
+  if (r == 0 && source == kDefaults && n > 1 && envInt("TUNER_CALIBRATE", 1) != 0)
+    source = kCalibrate;
+  if (n > 1) WEFT_RETURN_IF_ERROR(broadcastBytes(ctx, &source, sizeof(source)));
+
+  if (source == kCalibrate) {
+    const auto t0 = Clock::now();
+    const bool leader = r == 0;
+    if (shmPeer >= 0 && (leader || r == shmPeer)) {
+      const int peer = leader ? shmPeer : 0;
+      WEFT_RETURN_IF_ERROR(
+          measureLink(ctx, peer, leader, 4 << 20, &params.link[static_cast<int>(LinkClass::Shm)]));
+      // Both ends see the same channel pair; the leader's says whether it publishes.
+      uint32_t cma = leader && ctx.sendTo(peer).canPublish() ? 1 : 0;
+      Progress pr(ctx.health());
+      if (leader) {
+        WEFT_RETURN_IF_ERROR(sendBytes(ctx.sendTo(peer), pr, &cma, sizeof(cma)));
+      } else {
+        WEFT_RETURN_IF_ERROR(recvBytes(ctx.recvFrom(peer), pr, &cma, sizeof(cma)));
+      }
+      if (cma)
+        WEFT_RETURN_IF_ERROR(
+            measureCma(ctx, peer, leader, &params.link[static_cast<int>(LinkClass::Cma)]));
+    }
+    if (netPeer >= 0 && (leader || r == netPeer)) {
+      WEFT_RETURN_IF_ERROR(measureLink(ctx, leader ? netPeer : 0, leader, 256 << 10,
+                                       &params.link[static_cast<int>(LinkClass::Net)]));
+    }
+    if (leader) {
+      if (const double g = measureReduceGbps(); g > 0) params.reduceGbps = g;
+      WEFT_INFO(kLogTuning, "calibrated in %.0f us", usSince(t0));
+      if (file) {
+        std::ofstream f(*file, std::ios::trunc);
+        f << formatTunerFile(params);
+        if (!f) WEFT_WARN(kLogTuning, "cannot write WEFT_TUNER_FILE %s", file->c_str());
+      }
+    }
+  }
+  if (r == 0) {
+    if (source == kCalibrate || source == kFile) {
+      std::lock_guard<std::mutex> lock(gCacheMu);
+      gCached = true;
+      gCachedNet = gCachedNet || netPeer >= 0;
+      gCache = params;
+    }
+    applyTunerEnv(&params);
+    if (!tunerParamsValid(params)) params = defaultTunerParams();
+  }
+  if (n > 1) WEFT_RETURN_IF_ERROR(broadcastBytes(ctx, &params, sizeof(params)));
+  if (!tunerParamsValid(params)) params = defaultTunerParams();
+  const LinkParams* l = params.link;
+  WEFT_INFO(kLogTuning,
+            "tuner parameters from %s: shm %.2f us %.1f GB/s, cma %.2f us %.1f GB/s, net %.2f us "
+            "%.2f GB/s, reduce %.1f GB/s",
+            sourceName(source), l[0].alphaUs, l[0].gbps, l[1].alphaUs, l[1].gbps, l[2].alphaUs,
+            l[2].gbps, params.reduceGbps);
+  *out = params;
+  return Status::ok();
+}
+
+}  // namespace weft

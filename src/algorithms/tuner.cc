@@ -1,0 +1,784 @@
+// The cost model and the choice (see tuner.h). The formulas are keyed by the
+// collective's name and the algorithm's name, so that the model covers
+// algorithms a build may or may not have: only names present in the table
+// are ever considered.
+//
+// Notation: n ranks, h hosts, p ranks per host, N the collective's whole
+// message (allreduce/broadcast/reduce: the buffer; allgather: the output;
+// reducescatter: the input; alltoall: the send buffer), b the block per rank
+// or peer, lg = log2 of the largest power of two <= n. A "step" pays alpha
+// once. On shm a rank that sends and receives b in one step copies 2b (in
+// and out of slots); over the network sending and receiving overlap (b).
+#include "algorithms/tuner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "algorithms/select.h"
+#include "algorithms/spec.h"
+#include "base/dtype.h"
+#include "base/env.h"
+#include "base/log.h"
+
+namespace weft {
+
+namespace {
+
+constexpr int kNumKinds = static_cast<int>(CollKind::Recv) + 1;
+static_assert(kNumKinds <= 16, "Restrictions holds 16 collectives");
+
+// ---------------------------------------------------------------------------
+// Parameters.
+
+// Fitted on one host (2 vCPUs): with these, allreduce takes "direct" up to
+// about 256 KiB / n in all and the ring above, as the measured size rule
+// did; single copy wins over the FIFO ring from well below 64 KiB per peer.
+constexpr TunerParams kDefaults{
+    {{2.0, 29.0},   // shm: FIFO hand-off ~2 us per step inside a collective
+     {1.0, 25.0},   // cma: process_vm_readv, slower per byte than memcpy
+     {25.0, 3.0}},  // net: TCP, a conservative 25 Gbit/s-class guess
+    18.5,           // reduce: a += b over two streams, one core
+};
+
+struct Range {
+  double lo, hi;
+};
+constexpr Range kAlphaRange{0.01, 1e6};  // us
+constexpr Range kGbpsRange{1e-4, 1e4};
+
+bool inRange(double v, Range r) {
+  return std::isfinite(v) && v >= r.lo && v <= r.hi;
+}
+
+const char* const kLinkKeys[kNumLinks] = {"shm", "cma", "net"};
+
+}  // namespace
+
+const char* protoName(Proto p) {
+  return p == Proto::Cma ? "cma" : "simple";
+}
+
+const char* linkName(LinkClass l) {
+  return kLinkKeys[static_cast<int>(l)];
+}
+
+TunerParams defaultTunerParams() {
+  return kDefaults;
+}
+
+bool tunerParamsValid(const TunerParams& p) {
+  for (const LinkParams& l : p.link) {
+    if (!inRange(l.alphaUs, kAlphaRange) || !inRange(l.gbps, kGbpsRange)) return false;
+  }
+  return inRange(p.reduceGbps, kGbpsRange);
+}
+
+namespace {
+
+std::optional<double> parseDouble(std::string_view text) {
+  if (text.empty() || text.size() > 64) return std::nullopt;
+  char buf[65];
+  std::memcpy(buf, text.data(), text.size());
+  buf[text.size()] = '\0';
+  char* end = nullptr;
+  const double v = std::strtod(buf, &end);
+  if (end != buf + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+// Points key ("shm.alpha_us") at its field and range, or returns false.
+bool fieldFor(std::string_view key, TunerParams& p, double** field, Range* range) {
+  if (key == "reduce.gbps") {
+    *field = &p.reduceGbps;
+    *range = kGbpsRange;
+    return true;
+  }
+  for (int l = 0; l < kNumLinks; ++l) {
+    const std::string prefix = std::string(kLinkKeys[l]) + ".";
+    if (key.size() <= prefix.size() || key.substr(0, prefix.size()) != prefix) continue;
+    const std::string_view rest = key.substr(prefix.size());
+    if (rest == "alpha_us") {
+      *field = &p.link[l].alphaUs;
+      *range = kAlphaRange;
+      return true;
+    }
+    if (rest == "gbps") {
+      *field = &p.link[l].gbps;
+      *range = kGbpsRange;
+      return true;
+    }
+  }
+  return false;
+}
+
+void envOverride(const char* name, double* field, Range range) {
+  const auto text = envString(name);
+  if (!text) return;
+  const auto v = parseDouble(*text);
+  if (!v || !inRange(*v, range)) {
+    WEFT_WARN(kLogEnv, "WEFT_%s=%s is not a number in [%g, %g]; ignored", name, text->c_str(),
+              range.lo, range.hi);
+    return;
+  }
+  *field = *v;
+}
+
+}  // namespace
+
+void applyTunerEnv(TunerParams* p) {
+  static const char* const kAlpha[kNumLinks] = {"TUNER_SHM_ALPHA_US", "TUNER_CMA_ALPHA_US",
+                                                "TUNER_NET_ALPHA_US"};
+  static const char* const kGbps[kNumLinks] = {"TUNER_SHM_GBPS", "TUNER_CMA_GBPS",
+                                               "TUNER_NET_GBPS"};
+  for (int l = 0; l < kNumLinks; ++l) {
+    envOverride(kAlpha[l], &p->link[l].alphaUs, kAlphaRange);
+    envOverride(kGbps[l], &p->link[l].gbps, kGbpsRange);
+  }
+  envOverride("TUNER_REDUCE_GBPS", &p->reduceGbps, kGbpsRange);
+}
+
+std::string formatTunerFile(const TunerParams& p) {
+  std::string out = "weft-tuner 1\n# alpha: us per message step; gbps: 1e9 bytes/s\n";
+  char line[96];
+  for (int l = 0; l < kNumLinks; ++l) {
+    std::snprintf(line, sizeof(line), "%s.alpha_us %.6g\n%s.gbps %.6g\n", kLinkKeys[l],
+                  p.link[l].alphaUs, kLinkKeys[l], p.link[l].gbps);
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "reduce.gbps %.6g\n", p.reduceGbps);
+  out += line;
+  return out;
+}
+
+std::optional<TunerParams> parseTunerFile(std::string_view text, const TunerParams& base,
+                                          std::string* why) {
+  auto fail = [&](std::string reason) -> std::optional<TunerParams> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (text.size() > 64 * 1024) return fail("larger than 64 KiB");
+  TunerParams p = base;
+  bool header = false;
+  int lineNo = 0;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    ++lineNo;
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    // Split into words on blanks (space, tab, CR).
+    std::string_view words[3];
+    int count = 0;
+    size_t pos = 0;
+    while (pos < line.size()) {
+      while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r'))
+        ++pos;
+      if (pos >= line.size()) break;
+      size_t end = pos;
+      while (end < line.size() && line[end] != ' ' && line[end] != '\t' && line[end] != '\r') ++end;
+      if (count == 3) return fail("line " + std::to_string(lineNo) + ": too many words");
+      words[count++] = line.substr(pos, end - pos);
+      pos = end;
+    }
+    if (count == 0) continue;
+    if (!header) {
+      if (count != 2 || words[0] != "weft-tuner" || words[1] != "1")
+        return fail("the first line is not 'weft-tuner 1'");
+      header = true;
+      continue;
+    }
+    if (count != 2) return fail("line " + std::to_string(lineNo) + ": expected 'key value'");
+    double* field = nullptr;
+    Range range{};
+    if (!fieldFor(words[0], p, &field, &range))
+      return fail("line " + std::to_string(lineNo) + ": unknown key");
+    const auto v = parseDouble(words[1]);
+    if (!v || !inRange(*v, range))
+      return fail("line " + std::to_string(lineNo) + ": value is not a number in range");
+    *field = *v;
+  }
+  if (!header) return fail("empty");
+  return p;
+}
+
+// ---------------------------------------------------------------------------
+// The model.
+
+namespace {
+
+struct Model {
+  const TunerShape& s;
+  const TunerParams& p;
+  int n, h, ppn;
+  Model(const TunerShape& shape, const TunerParams& params)
+      : s(shape),
+        p(params),
+        n(std::max(shape.nranks, 1)),
+        h(std::clamp(shape.nhosts, 1, std::max(shape.nranks, 1))),
+        ppn(std::max(shape.ranksPerHost, 1)) {}
+
+  double alpha(LinkClass l) const { return p.link[static_cast<int>(l)].alphaUs; }
+  // us per byte
+  double beta(LinkClass l) const { return 1e-3 / p.link[static_cast<int>(l)].gbps; }
+  double gamma() const { return 1e-3 / p.reduceGbps; }
+  // The link a flat algorithm's steps wait for.
+  LinkClass flat() const { return h > 1 ? LinkClass::Net : LinkClass::Shm; }
+  // Bytes a rank both sends and receives in one step: on shm it copies both.
+  double dup(LinkClass l) const { return l == LinkClass::Net ? 1.0 : 2.0; }
+  // Flat algorithms whose ranks all cross hosts at once share a host's NIC.
+  double share(LinkClass l) const { return l == LinkClass::Net ? ppn : 1.0; }
+  int lg() const {
+    int k = 0;
+    while ((2 << k) <= n) ++k;
+    return k;
+  }
+  int p2() const { return 1 << lg(); }
+  int ceilLog2(int x) const {
+    int k = 0;
+    while ((1 << k) < x) ++k;
+    return k;
+  }
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A pipeline of `stages` hops over which chunks of c bytes stream; each hop
+// costs alpha + c * perByte. Returns the best chunk (a power of two from
+// 4 KiB up to the slot) and its time.
+Cost pipeline(const Model& m, LinkClass l, int stages, double bytes, double perByte) {
+  Cost best{kInf, m.s.slotBytes};
+  const double a = m.alpha(l);
+  if (bytes <= 0) return Cost{stages * a, m.s.slotBytes};
+  for (size_t c = m.s.slotBytes; c >= 1; c /= 2) {
+    const double chunks = std::ceil(bytes / static_cast<double>(c));
+    const double per = std::min<double>(static_cast<double>(c), bytes);
+    const double t = (stages + chunks - 1) * (a + per * perByte);
+    if (t < best.us) best = Cost{t, c};
+    if (c <= 4096) break;  // smaller chunks only add steps
+  }
+  return best;
+}
+
+// Non-power-of-two fix-up of the recursive algorithms: the extra ranks hand
+// their input to a partner first and get the result back last.
+double foldIn(const Model& m, LinkClass l, double N, bool reduce) {
+  if (m.n == m.p2()) return 0;
+  return m.alpha(l) + N * m.beta(l) + (reduce ? N * m.gamma() : 0);
+}
+double foldOut(const Model& m, LinkClass l, double N) {
+  if (m.n == m.p2()) return 0;
+  return m.alpha(l) + m.dup(l) * N * m.beta(l);
+}
+
+using Formula = double (*)(const Model& m, double bytes, size_t* chunk);
+
+// --- allreduce (N = bytes) ---
+double arRing(const Model& m, double N, size_t*) {
+  const LinkClass l = m.flat();
+  const double b = N / m.n;
+  // reduce-scatter steps copy b into the next slot and reduce b; all-gather
+  // steps forward b and copy it out.
+  return 2.0 * (m.n - 1) * m.alpha(l) + (m.n - 1) * b * (m.beta(l) + m.gamma()) +
+         (m.n - 1) * b * m.dup(l) * m.beta(l);
+}
+double arDirect(const Model& m, double N, size_t*) {
+  const LinkClass l = m.flat();
+  if (N > static_cast<double>(m.s.slotBytes)) return kInf;  // runs only within one slot
+  return m.alpha(l) + (m.n - 1) * N * (m.beta(l) * m.share(l) + m.gamma());
+}
+double arTree(const Model& m, double N, size_t* chunk) {
+  const LinkClass l = m.flat();
+  // Two binary trees, each half the data; a chunk goes up (reduced) and
+  // down. A rank sends and receives at most 3/2 of it and reduces it once.
+  const int depth = m.ceilLog2(m.n);
+  const Cost c = pipeline(m, l, 2 * depth, N, 1.5 * m.dup(l) * m.beta(l) * m.share(l) + m.gamma());
+  *chunk = c.chunkBytes;
+  return c.us;
+}
+double arRhd(const Model& m, double N, size_t*) {
+  const LinkClass l = m.flat();
+  const double frac = (m.p2() - 1.0) / m.p2();
+  return foldIn(m, l, N, true) + 2.0 * m.lg() * m.alpha(l) +
+         frac * N * (m.beta(l) * m.share(l) + m.gamma()) +
+         frac * N * m.dup(l) * m.beta(l) * m.share(l) + foldOut(m, l, N);
+}
+double arRecDoubling(const Model& m, double N, size_t*) {
+  const LinkClass l = m.flat();
+  return foldIn(m, l, N, true) + m.lg() * (m.alpha(l) + N * (m.beta(l) * m.share(l) + m.gamma())) +
+         foldOut(m, l, N);
+}
+double arHier(const Model& m, double N, size_t*) {
+  // Recursive-halving reduce-scatter inside each host (shm), a ring
+  // allreduce of each 1/p slice across hosts (one leader per slice, the
+  // slices sharing the NIC), then recursive-doubling all-gather inside.
+  const int p = m.ppn, h = m.h;
+  const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
+  const double inside = (p - 1.0) / p * N;
+  double t = 2.0 * m.ceilLog2(p) * m.alpha(s) + inside * (m.beta(s) + m.gamma()) +
+             inside * m.dup(s) * m.beta(s);
+  if (h > 1) {
+    t += 2.0 * (h - 1) * m.alpha(net) + 2.0 * (h - 1) / h * N * m.beta(net) +
+         (h - 1.0) / h * (N / p) * m.gamma();
+  }
+  return t;
+}
+
+// --- reducescatter (N = n * bytes) ---
+double rsRing(const Model& m, double bytes, size_t*) {
+  const LinkClass l = m.flat();
+  return (m.n - 1) * (m.alpha(l) + bytes * (m.beta(l) + m.gamma()));
+}
+double rsRhd(const Model& m, double bytes, size_t*) {
+  const LinkClass l = m.flat();
+  const double N = bytes * m.n;
+  return foldIn(m, l, N, true) + m.lg() * m.alpha(l) +
+         (m.p2() - 1.0) / m.p2() * N * (m.beta(l) * m.share(l) + m.gamma()) +
+         (m.n == m.p2() ? 0 : m.alpha(l) + m.dup(l) * bytes * m.beta(l));
+}
+double rsHier(const Model& m, double bytes, size_t*) {
+  // Recursive halving inside the host, then across hosts per slice.
+  const int p = m.ppn, h = m.h;
+  const double N = bytes * m.n;
+  const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
+  double t = m.ceilLog2(p) * m.alpha(s) + (p - 1.0) / p * N * (m.beta(s) + m.gamma());
+  if (h > 1) {
+    t += m.ceilLog2(h) * m.alpha(net) + (h - 1.0) / h * N * m.beta(net) +
+         (h - 1.0) / h * N / p * m.gamma();
+  }
+  return t;
+}
+
+// --- allgather (b = bytes per rank) ---
+double agRing(const Model& m, double b, size_t*) {
+  const LinkClass l = m.flat();
+  return (m.n - 1) * (m.alpha(l) + m.dup(l) * b * m.beta(l));
+}
+double agDirect(const Model& m, double b, size_t*) {
+  // A FIFO hand-off publishes, then each peer's block is read once.
+  const LinkClass c = LinkClass::Cma;
+  return m.alpha(LinkClass::Shm) + (m.n - 1) * (m.alpha(c) + b * m.beta(c));
+}
+double agRecDoubling(const Model& m, double b, size_t*) {
+  const LinkClass l = m.flat();
+  const double N = b * m.n;
+  return foldIn(m, l, b, false) + m.lg() * m.alpha(l) +
+         (m.p2() - 1.0) / m.p2() * N * m.dup(l) * m.beta(l) * m.share(l) + foldOut(m, l, N);
+}
+double agHier(const Model& m, double b, size_t*) {
+  // Across hosts first (one leader per slice, sharing the NIC), then
+  // recursive doubling inside the host.
+  const int p = m.ppn, h = m.h;
+  const double N = b * m.n;
+  const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
+  double t = m.ceilLog2(p) * m.alpha(s) + (p - 1.0) / p * N * m.dup(s) * m.beta(s);
+  if (h > 1) t += m.ceilLog2(h) * m.alpha(net) + (h - 1.0) / h * N * m.beta(net);
+  return t;
+}
+
+// --- broadcast (N = bytes) ---
+double bcChain(const Model& m, double N, size_t* chunk) {
+  const LinkClass l = m.flat();
+  // A middle rank copies each chunk in and out; with 2 ranks the root
+  // copies in while the receiver copies out.
+  const double perByte = (m.n > 2 ? m.dup(l) : 1.0) * m.beta(l);
+  const Cost c = pipeline(m, l, m.n - 1, N, perByte);
+  *chunk = c.chunkBytes;
+  return c.us;
+}
+double bcDirect(const Model& m, double N, size_t*) {
+  // Every non-root reads the root's pages: the reads serialise at the root.
+  const LinkClass c = LinkClass::Cma;
+  return m.alpha(LinkClass::Shm) + m.alpha(c) + (m.n - 1) * N * m.beta(c);
+}
+double bcBinomial(const Model& m, double N, size_t*) {
+  // Pipelined one slot at a time, but the root sends every chunk
+  // ceil(log2 n) times: its sends set the pace.
+  const LinkClass l = m.flat();
+  const double c = std::min<double>(N, static_cast<double>(m.s.slotBytes));
+  const double chunks = c > 0 ? std::ceil(N / c) : 1;
+  return chunks * m.ceilLog2(m.n) * (m.alpha(l) + c * m.beta(l) * m.share(l));
+}
+
+// --- reduce (N = bytes) ---
+double rdChain(const Model& m, double N, size_t* chunk) {
+  const LinkClass l = m.flat();
+  const Cost c = pipeline(m, l, m.n - 1, N, m.beta(l) + m.gamma());
+  *chunk = c.chunkBytes;
+  return c.us;
+}
+double rdBinomial(const Model& m, double N, size_t*) {
+  // The root receives and reduces every chunk ceil(log2 n) times.
+  const LinkClass l = m.flat();
+  const double c = std::min<double>(N, static_cast<double>(m.s.slotBytes));
+  const double chunks = c > 0 ? std::ceil(N / c) : 1;
+  return chunks * m.ceilLog2(m.n) * (m.alpha(l) + c * (m.beta(l) * m.share(l) + m.gamma()));
+}
+
+// --- alltoall (b = bytes per peer) ---
+double a2aPairwise(const Model& m, double b, size_t*) {
+  const LinkClass l = m.flat();
+  return (m.n - 1) * (m.alpha(l) + m.dup(l) * b * m.beta(l) * m.share(l)) +
+         b * m.beta(LinkClass::Shm);
+}
+double a2aDirect(const Model& m, double b, size_t*) {
+  const LinkClass c = LinkClass::Cma;
+  return m.alpha(LinkClass::Shm) + (m.n - 1) * (m.alpha(c) + b * m.beta(c)) +
+         b * m.beta(LinkClass::Shm);
+}
+double a2aBruck(const Model& m, double b, size_t*) {
+  const LinkClass l = m.flat();
+  const double N = b * m.n;
+  // ceil(log2 n) steps of about half the buffer, plus two local rotations.
+  return m.ceilLog2(m.n) * (m.alpha(l) + m.dup(l) * N / 2 * m.beta(l) * m.share(l)) +
+         2 * N * m.beta(LinkClass::Shm);
+}
+
+// --- gather / scatter (b = bytes per rank), send / recv ---
+double rootedDirect(const Model& m, double b, size_t*) {
+  // The root moves every peer's block, one after another.
+  const bool single = m.s.canPublish && b >= static_cast<double>(m.s.directMinBytes);
+  const LinkClass l = m.h > 1 ? LinkClass::Net : (single ? LinkClass::Cma : LinkClass::Shm);
+  return m.alpha(LinkClass::Shm) + (m.n - 1) * (m.alpha(l) + b * m.beta(l));
+}
+double p2p(const Model& m, double N, size_t*) {
+  const LinkClass l = m.flat();
+  return m.alpha(l) + N * m.beta(l);
+}
+
+struct Entry {
+  const char* coll;  // normalised collName
+  const char* name;
+  Formula f;
+  uint8_t protos;
+  bool byDefault;  // false: taken only when WEFT_ALGO asks for it
+};
+
+// Broadcast "direct" is off by default: measured on 2 ranks, its single
+// reader loses to the chain, where root and receiver copy in parallel.
+constexpr Entry kFormulas[] = {
+    {"allreduce", "ring", arRing, kProtoSimple, true},
+    {"allreduce", "direct", arDirect, kProtoSimple, true},
+    {"allreduce", "tree", arTree, kProtoSimple, true},
+    {"allreduce", "rhd", arRhd, kProtoSimple, true},
+    {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, true},
+    {"allreduce", "hier", arHier, kProtoSimple, true},
+    {"reducescatter", "ring", rsRing, kProtoSimple, true},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, true},
+    {"reducescatter", "hier", rsHier, kProtoSimple, true},
+    {"allgather", "ring", agRing, kProtoSimple, true},
+    {"allgather", "direct", agDirect, kProtoCma, true},
+    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, true},
+    {"allgather", "hier", agHier, kProtoSimple, true},
+    {"broadcast", "chain", bcChain, kProtoSimple, true},
+    {"broadcast", "direct", bcDirect, kProtoCma, false},
+    {"broadcast", "binomial", bcBinomial, kProtoSimple, true},
+    {"reduce", "chain", rdChain, kProtoSimple, true},
+    {"reduce", "binomial", rdBinomial, kProtoSimple, true},
+    {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true},
+    {"alltoall", "direct", a2aDirect, kProtoCma, true},
+    {"alltoall", "bruck", a2aBruck, kProtoSimple, true},
+    {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true},
+    {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true},
+    {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true},
+    {"send", "p2p", p2p, kProtoSimple | kProtoCma, true},
+    {"recv", "p2p", p2p, kProtoSimple | kProtoCma, true},
+};
+
+const Entry* findFormula(CollKind kind, std::string_view name) {
+  const std::string coll = normalizeName(collName(kind));
+  for (const Entry& e : kFormulas) {
+    if (coll == e.coll && name == e.name) return &e;
+  }
+  return nullptr;
+}
+
+// Hierarchical algorithms need more than one host to be worth anything.
+bool usefulHere(const Entry& e, const TunerShape& shape) {
+  if (std::string_view(e.name) == "hier") return shape.nhosts > 1 && shape.ranksPerHost > 1;
+  return true;
+}
+
+}  // namespace
+
+std::optional<Cost> predictCost(CollKind kind, std::string_view name, size_t bytes,
+                                const TunerShape& shape, const TunerParams& params) {
+  const Entry* e = findFormula(kind, name);
+  if (!e) return std::nullopt;
+  const Model m(shape, params);
+  size_t chunk = shape.slotBytes;
+  const double us = m.n == 1 ? 0.0 : e->f(m, static_cast<double>(bytes), &chunk);
+  return Cost{us, chunk};
+}
+
+uint8_t algorithmProtos(CollKind kind, std::string_view name) {
+  const Entry* e = findFormula(kind, name);
+  return e ? e->protos : kProtoSimple;
+}
+
+// ---------------------------------------------------------------------------
+// WEFT_ALGO and WEFT_PROTO.
+
+Restrictions parseRestrictions(std::string_view algoSpec, std::string_view protoSpec,
+                               std::span<const Algorithm> table, bool logWarnings) {
+  // The distinct algorithm names, in table order.
+  std::vector<std::string_view> names;
+  for (const Algorithm& a : table) {
+    if (std::find(names.begin(), names.end(), a.name) == names.end()) names.push_back(a.name);
+  }
+  const SelectionSpec algo = parseSelectionSpec(algoSpec, names, "WEFT_ALGO");
+  const std::string_view protoNames[kNumProtos] = {"simple", "cma"};
+  const SelectionSpec proto = parseSelectionSpec(protoSpec, protoNames, "WEFT_PROTO");
+  if (logWarnings) {
+    for (const auto& w : algo.warnings) WEFT_WARN(kLogTuning, "%s", w.c_str());
+    for (const auto& w : proto.warnings) WEFT_WARN(kLogTuning, "%s", w.c_str());
+  }
+  Restrictions r;
+  for (int k = 0; k < kNumKinds; ++k) {
+    r.algoRestricted[k] = algo.restricted[k];
+    r.protoRestricted[k] = proto.restricted[k];
+    r.proto[k] = static_cast<uint8_t>(proto.allowed[k] & 3);
+  }
+  for (size_t i = 0; i < table.size() && i < 64; ++i) {
+    const size_t name = std::find(names.begin(), names.end(), table[i].name) - names.begin();
+    const int k = static_cast<int>(table[i].kind);
+    if (name < 64 && (algo.allowed[k] >> name) & 1) r.algo[k] |= 1ull << i;
+  }
+  return r;
+}
+
+namespace {
+
+std::atomic<Restrictions*> gRestrictions{nullptr};
+std::atomic<uint64_t> gGeneration{1};  // bumped when the restrictions are re-read
+
+}  // namespace
+
+const Restrictions& envRestrictions() {
+  Restrictions* r = gRestrictions.load(std::memory_order_acquire);
+  if (r) return *r;
+  auto* fresh = new Restrictions(parseRestrictions(
+      envString("ALGO").value_or(""), envString("PROTO").value_or(""), allAlgorithms(), true));
+  if (gRestrictions.compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;
+  return *r;
+}
+
+void resetAlgorithmSelectionForTesting() {
+  delete gRestrictions.exchange(nullptr, std::memory_order_acq_rel);
+  gGeneration.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<uint32_t> parseAlgoSpec(const std::string& spec) {
+  const std::span<const Algorithm> table = allAlgorithms();
+  const Restrictions r = parseRestrictions(spec, "", table, false);
+  std::vector<uint32_t> masks(kNumKinds, 0);
+  for (size_t i = 0; i < table.size() && i < 32; ++i) {
+    const int k = static_cast<int>(table[i].kind);
+    if (!r.algoRestricted[k] || ((r.algo[k] >> i) & 1)) masks[k] |= 1u << i;
+  }
+  return masks;
+}
+
+bool p2pSingleCopyAllowed() {
+  const Restrictions& r = envRestrictions();
+  for (CollKind k : {CollKind::Send, CollKind::Recv}) {
+    if (!(r.proto[static_cast<int>(k)] & kProtoCma)) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// The choice.
+
+namespace {
+
+// Per-peer message size of a call, for the single-copy threshold.
+size_t perPeerBytes(CollKind kind, size_t bytes) {
+  (void)kind;  // for every kind with single copy, count is per peer or the whole
+  return bytes;
+}
+
+struct Candidate {
+  int index = -1;
+  double us = kInf;
+  size_t chunk = 0;
+  bool modelled = false;
+};
+
+}  // namespace
+
+Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const TunerParams& params,
+                 std::span<const Algorithm> table, const Restrictions& restrictions) {
+  const int k = static_cast<int>(kind);
+  const uint8_t protoAllowed = restrictions.protoRestricted[k] ? restrictions.proto[k] : 3;
+  const bool singleCopyRuns = shape.canPublish || shape.nranks == 1;
+  const bool singleCopyPays = shape.canPublish && shape.nranks > 1 && bytes > 0 &&
+                              perPeerBytes(kind, bytes) >= shape.directMinBytes;
+
+  // Tiers, best first: allowed by both variables and by default policy;
+  // allowed; then (nothing allowed can run) what the defaults would take.
+  Candidate best[3];
+  for (size_t i = 0; i < table.size() && i < 64; ++i) {
+    const Algorithm& a = table[i];
+    if (a.kind != kind) continue;
+    const Entry* e = findFormula(kind, a.name);
+    const uint8_t protos = e ? e->protos : kProtoSimple;
+    // Hard limits: what cannot run correctly here.
+    if (protos == kProtoCma && !singleCopyRuns) continue;
+    const std::optional<Cost> cost = predictCost(kind, a.name, bytes, shape, params);
+    if (cost && !std::isfinite(cost->us)) continue;  // e.g. direct allreduce over one slot
+    const bool allowed = (!restrictions.algoRestricted[k] || ((restrictions.algo[k] >> i) & 1)) &&
+                         (protos & protoAllowed) != 0;
+    const bool policy = e != nullptr && e->byDefault && usefulHere(*e, shape) &&
+                        (protos != kProtoCma || singleCopyPays);
+    Candidate c;
+    c.index = static_cast<int>(i);
+    c.modelled = cost.has_value();
+    c.us = cost ? cost->us : kInf;
+    c.chunk = cost ? cost->chunkBytes : shape.slotBytes;
+    auto consider = [&](Candidate& slot) {
+      // Modelled beats unmodelled; then cheaper; ties keep table order.
+      if (slot.index < 0 || (c.modelled && !slot.modelled) ||
+          (c.modelled == slot.modelled && c.us < slot.us))
+        slot = c;
+    };
+    if (allowed && policy) consider(best[0]);
+    if (allowed) consider(best[1]);
+    if (policy) consider(best[2]);
+  }
+  const Candidate* pick = nullptr;
+  for (const Candidate& c : best) {
+    if (c.index >= 0) {
+      pick = &c;
+      break;
+    }
+  }
+  Choice out;
+  if (!pick) {
+    // Nothing of this kind can run here (cannot happen with the built-in
+    // table): the first entry of the kind.
+    for (const Algorithm& a : table) {
+      if (a.kind == kind) {
+        out.alg = &a;
+        break;
+      }
+    }
+    out.predictedUs = std::numeric_limits<double>::quiet_NaN();
+    out.chunkBytes = shape.slotBytes;
+    return out;
+  }
+  out.fellBack = pick == &best[2] && best[1].index < 0;
+  const Algorithm& a = table[pick->index];
+  out.alg = &a;
+  out.chunkBytes = std::min(pick->chunk ? pick->chunk : shape.slotBytes, shape.slotBytes);
+  out.predictedUs = pick->modelled ? pick->us : std::numeric_limits<double>::quiet_NaN();
+  const uint8_t protos = algorithmProtos(kind, a.name);
+  out.singleCopy = (protoAllowed & kProtoCma) != 0;
+  if (protos == kProtoCma) {
+    out.proto = Proto::Cma;
+  } else if (protos == (kProtoSimple | kProtoCma)) {
+    out.proto = out.singleCopy && singleCopyPays ? Proto::Cma : Proto::Simple;
+  } else {
+    out.proto = Proto::Simple;
+  }
+  return out;
+}
+
+namespace {
+std::atomic<uint64_t> gNextTunerId{1};
+}  // namespace
+
+Tuner::Tuner(const TunerShape& shape, const TunerParams& params)
+    : shape_(shape), params_(params), id_(gNextTunerId.fetch_add(1)) {}
+
+namespace {
+
+// A small per-thread cache of choices: the hot path pays a lookup, not the
+// model. Keyed by tuner id, restriction generation, kind and size.
+struct CacheEntry {
+  uint64_t tuner = 0, generation = 0;
+  size_t bytes = 0;
+  int kind = -1;
+  Choice choice;
+};
+constexpr int kCacheSize = 64;
+
+CacheEntry& cacheSlot(uint64_t tuner, int kind, size_t bytes) {
+  thread_local CacheEntry cache[kCacheSize];
+  uint64_t h = tuner * 0x9E3779B97F4A7C15ull ^ (bytes + 0x632BE59BD9B4E019ull * (kind + 1));
+  h ^= h >> 29;
+  return cache[h % kCacheSize];
+}
+
+void logChoice(const TunerShape& s, CollKind kind, size_t bytes, const Choice& c) {
+  if (c.fellBack)
+    WEFT_WARN(kLogTuning,
+              "WEFT_ALGO/WEFT_PROTO allow no %s algorithm that can run %zu bytes here; using %s",
+              collName(kind), bytes, c.alg ? c.alg->name : "?");
+  WEFT_INFO(kLogTuning,
+            "%s %zu bytes, %d ranks on %d host(s): %s proto %s chunk %zu, predicted %.2f us",
+            collName(kind), bytes, s.nranks, s.nhosts, c.alg ? c.alg->name : "?",
+            protoName(c.proto), c.chunkBytes, c.predictedUs);
+}
+
+}  // namespace
+
+Choice Tuner::choose(CollKind kind, size_t bytes) const {
+  const uint64_t gen = gGeneration.load(std::memory_order_relaxed);
+  CacheEntry& e = cacheSlot(id_, static_cast<int>(kind), bytes);
+  if (e.tuner == id_ && e.generation == gen && e.kind == static_cast<int>(kind) && e.bytes == bytes)
+    return e.choice;
+  const Choice c = chooseFor(kind, bytes, shape_, params_, allAlgorithms(), envRestrictions());
+  logChoice(shape_, kind, bytes, c);
+  e = CacheEntry{id_, gen, bytes, static_cast<int>(kind), c};
+  return c;
+}
+
+TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf) {
+  TunerShape shape;
+  const int n = ctx.nranks();
+  shape.nranks = n;
+  std::vector<int> perHost;
+  for (int h : hostOf) {
+    if (h < 0) continue;
+    if (static_cast<size_t>(h) >= perHost.size()) perHost.resize(h + 1, 0);
+    ++perHost[h];
+  }
+  shape.nhosts = 0;
+  shape.ranksPerHost = 1;
+  for (int c : perHost) {
+    if (c > 0) ++shape.nhosts;
+    shape.ranksPerHost = std::max(shape.ranksPerHost, c);
+  }
+  shape.nhosts = std::max(shape.nhosts, 1);
+  shape.slotBytes = ctx.chunkBytes();
+  shape.directMinBytes = ctx.directMinBytes();
+  shape.canPublish = n > 1;
+  for (int p = 0; p < n && shape.canPublish; ++p) {
+    if (p != ctx.rank() && !ctx.sendTo(p).canPublish()) shape.canPublish = false;
+  }
+  return shape;
+}
+
+Choice chooseAlgorithm(const CollArgs& args, CollContext& ctx) {
+  const size_t bytes = args.count * dtypeSize(args.dtype);
+  if (const Tuner* t = ctx.tuner()) return t->choose(args.kind, bytes);
+  // No tuner (tests, tools): default parameters, this context's hosts and
+  // channels.
+  thread_local std::vector<int> hostOf;
+  hostOf.resize(static_cast<size_t>(ctx.nranks()));
+  for (int r = 0; r < ctx.nranks(); ++r) hostOf[r] = ctx.hostOf(r);
+  const TunerShape shape = tunerShapeFor(ctx, hostOf);
+  return chooseFor(args.kind, bytes, shape, defaultTunerParams(), allAlgorithms(),
+                   envRestrictions());
+}
+
+}  // namespace weft

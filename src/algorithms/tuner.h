@@ -1,0 +1,159 @@
+// The tuner: an alpha-beta-gamma cost model that picks, per collective and
+// message size, the cheapest algorithm the table holds and WEFT_ALGO /
+// WEFT_PROTO allow, and the pipeline chunk it should run with.
+//
+// Model. Every transfer runs over one of three link classes:
+//   shm - same host, staged through the receiver's FIFO slots (protocol
+//         "simple": the sender copies in, the receiver copies out);
+//   cma - same host, single copy: the receiver reads the sender's buffer
+//         (cross-memory attach; protocol "cma");
+//   net - across hosts (TCP; protocol "simple").
+// A link class has a latency alpha (us per message step) and a bandwidth
+// (GB/s, the inverse of beta); reductions cost gamma per byte (reduceGbps).
+// Each algorithm's formula (tuner.cc, keyed by collective and name) counts
+// steps x alpha + bytes x beta + reduced bytes x gamma on its critical path
+// for the communicator's shape (ranks, hosts, ranks per host). Names the
+// model has no formula for are taken only when WEFT_ALGO leaves nothing else.
+//
+// Parameters: built-in defaults (fitted so that on one host the tuner makes
+// the choices the size rules it replaced made from measurements), replaced
+// by a calibration at communicator creation (calibrate.cc) or by a cached
+// calibration file (WEFT_TUNER_FILE), then by WEFT_TUNER_* overrides.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "algorithms/algorithms.h"
+#include "base/status.h"
+
+namespace weft {
+
+enum class Proto : uint8_t { Simple = 0, Cma = 1 };
+constexpr int kNumProtos = 2;
+constexpr uint8_t kProtoSimple = 1u << 0;
+constexpr uint8_t kProtoCma = 1u << 1;
+const char* protoName(Proto p);
+
+enum class LinkClass { Shm = 0, Cma = 1, Net = 2 };
+constexpr int kNumLinks = 3;
+const char* linkName(LinkClass l);
+
+struct LinkParams {
+  double alphaUs = 0;  // per message step
+  double gbps = 0;     // 1e9 bytes per second
+};
+
+// Plain data: it travels between ranks as bytes.
+struct TunerParams {
+  LinkParams link[kNumLinks];
+  double reduceGbps = 0;
+};
+
+TunerParams defaultTunerParams();
+// WEFT_TUNER_{SHM,CMA,NET}_ALPHA_US, WEFT_TUNER_{SHM,CMA,NET}_GBPS,
+// WEFT_TUNER_REDUCE_GBPS; values that do not parse or are out of range are
+// reported and ignored.
+void applyTunerEnv(TunerParams* p);
+// Every value finite and inside the range a real machine can have.
+bool tunerParamsValid(const TunerParams& p);
+
+// The calibration file: "weft-tuner 1" on the first line, then "key value"
+// lines (shm.alpha_us, shm.gbps, cma.alpha_us, cma.gbps, net.alpha_us,
+// net.gbps, reduce.gbps); '#' starts a comment. Keys missing from the file
+// keep the values of `base`. Pure functions; parseTunerFile accepts any bytes
+// and returns nullopt (with a reason) for anything but a well-formed file.
+std::string formatTunerFile(const TunerParams& p);
+std::optional<TunerParams> parseTunerFile(std::string_view text, const TunerParams& base,
+                                          std::string* why);
+
+// What the model needs to know of the communicator.
+struct TunerShape {
+  int nranks = 1;
+  int nhosts = 1;
+  int ranksPerHost = 1;              // the most on any host
+  bool canPublish = false;           // every peer's channel can publish (single copy)
+  size_t slotBytes = 256 << 10;      // the channels' slot (largest chunk)
+  size_t directMinBytes = SIZE_MAX;  // single copy from this per-peer size
+};
+
+// One prediction: microseconds, and the chunk the algorithm should use.
+struct Cost {
+  double us = 0;
+  size_t chunkBytes = 0;
+};
+// bytes = count x dtype size, in CollArgs' sense of count. nullopt when the
+// model has no formula for (kind, name).
+std::optional<Cost> predictCost(CollKind kind, std::string_view name, size_t bytes,
+                                const TunerShape& shape, const TunerParams& params);
+// Which protocols the algorithm uses (kProtoSimple | kProtoCma).
+uint8_t algorithmProtos(CollKind kind, std::string_view name);
+
+// WEFT_ALGO and WEFT_PROTO, parsed: per table entry allowed or not, per
+// collective the allowed protocols.
+struct Restrictions {
+  uint64_t algo[16] = {};  // [kind]: bit i = allAlgorithms()[i] allowed
+  bool algoRestricted[16] = {};
+  uint8_t proto[16] = {};  // [kind]: kProtoSimple | kProtoCma
+  bool protoRestricted[16] = {};
+};
+Restrictions parseRestrictions(std::string_view algoSpec, std::string_view protoSpec,
+                               std::span<const Algorithm> table, bool logWarnings);
+// From the environment, parsed once (resetAlgorithmSelectionForTesting()
+// forgets it).
+const Restrictions& envRestrictions();
+
+struct Choice {
+  const Algorithm* alg = nullptr;
+  Proto proto = Proto::Simple;
+  bool singleCopy = true;  // algorithms with both protocols may use cma
+  size_t chunkBytes = 0;   // 0: the slot
+  double predictedUs = 0;  // NaN where the model has no formula
+  bool fellBack = false;   // the restrictions left nothing that runs here
+};
+// The choice for `bytes` (count x dtype size) of `kind`: the cheapest
+// runnable algorithm allowed; if none is allowed, the cheapest runnable one.
+Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const TunerParams& params,
+                 std::span<const Algorithm> table, const Restrictions& restrictions);
+
+// A communicator's tuner: its shape and agreed parameters.
+class Tuner {
+ public:
+  Tuner(const TunerShape& shape, const TunerParams& params);
+  const TunerShape& shape() const { return shape_; }
+  const TunerParams& params() const { return params_; }
+  // Cached per (kind, bytes) on the calling thread.
+  Choice choose(CollKind kind, size_t bytes) const;
+  uint64_t id() const { return id_; }
+
+ private:
+  TunerShape shape_;
+  TunerParams params_;
+  uint64_t id_;
+};
+
+// The choice for a call on ctx (ctx.tuner() if it has one, else the default
+// parameters for one host and the context's channels). Logged at
+// WEFT_DEBUG=INFO WEFT_DEBUG_SUBSYS=TUNING the first time per kind and size.
+Choice chooseAlgorithm(const CollArgs& args, CollContext& ctx);
+
+// Whether lone sends and receives may go single copy (WEFT_PROTO send/recv).
+bool p2pSingleCopyAllowed();
+
+// Parameters for a new communicator, the same on every rank (rank 0 decides
+// and broadcasts them): what this process measured for an earlier
+// communicator; else WEFT_TUNER_FILE if it holds a valid file; else a
+// calibration over ctx's channels unless WEFT_TUNER_CALIBRATE=0 (written to
+// WEFT_TUNER_FILE if that is set); else the defaults; then WEFT_TUNER_*
+// overrides. Collective over ctx: every rank calls it before any collective.
+// hostOf[r] is rank r's host index.
+Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams* out);
+
+// A communicator's shape from its ranks' host indices and channels.
+TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf);
+
+}  // namespace weft

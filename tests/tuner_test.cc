@@ -1,0 +1,538 @@
+// The tuner (algorithms/tuner.h): the WEFT_ALGO / WEFT_PROTO parser and the
+// calibration-file parser on good and garbage input, the cost model's
+// choices in clear-cut cases, restrictions, that the defaults on one host
+// make the choices the measured size rules made, and the calibration at
+// communicator creation (real ranks) with its file round trip.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/select.h"
+#include "algorithms/spec.h"
+#include "algorithms/tuner.h"
+#include "core/comm.h"
+#include "harness/multirank.h"
+
+namespace weft {
+namespace {
+
+constexpr int kAllReduce = static_cast<int>(CollKind::AllReduce);
+constexpr int kBroadcast = static_cast<int>(CollKind::Broadcast);
+constexpr int kAllGather = static_cast<int>(CollKind::AllGather);
+
+const std::string_view kNames[] = {"ring", "direct", "chain"};
+
+uint64_t allowed(const SelectionSpec& s, int kind) {
+  return s.allowed.at(kind);
+}
+
+// ---------------------------------------------------------------------------
+// The WEFT_ALGO / WEFT_PROTO parser.
+
+TEST(TunerSpec, Lists) {
+  auto s = parseSelectionSpec("ring,chain", kNames, "WEFT_ALGO");
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_EQ(allowed(s, kAllReduce), 0b101u);
+  EXPECT_TRUE(s.restricted[kAllReduce]);
+  s = parseSelectionSpec("^Direct", kNames, "WEFT_ALGO");
+  EXPECT_EQ(allowed(s, kBroadcast), 0b101u);
+  s = parseSelectionSpec("", kNames, "WEFT_ALGO");
+  EXPECT_FALSE(s.restricted[kAllReduce]);
+  EXPECT_EQ(allowed(s, kAllReduce), 0b111u);
+}
+
+TEST(TunerSpec, Sections) {
+  auto s = parseSelectionSpec(" ring ; All_Reduce : direct ;broadcast:^chain", kNames, "X");
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_EQ(allowed(s, kAllReduce), 0b010u);  // the section wins over the plain list
+  EXPECT_EQ(allowed(s, kBroadcast), 0b011u);
+  EXPECT_EQ(allowed(s, kAllGather), 0b001u);  // the plain list
+  s = parseSelectionSpec("allreduce:ring;allreduce:chain", kNames, "X");
+  EXPECT_EQ(allowed(s, kAllReduce), 0b100u);  // the later wins
+  EXPECT_FALSE(s.restricted[kAllGather]);
+}
+
+TEST(TunerSpec, UnknownNamesWarn) {
+  auto s = parseSelectionSpec("bogus;nocoll:ring", kNames, "WEFT_ALGO");
+  EXPECT_EQ(s.warnings.size(), 2u);
+  EXPECT_EQ(allowed(s, kAllReduce), 0u);  // a list of nothing known allows nothing
+  EXPECT_NE(s.warnings[0].find("WEFT_ALGO"), std::string::npos);
+}
+
+TEST(TunerSpec, GarbageNeverCrashes) {
+  const char* inputs[] = {
+      ";;;", ":",     "^",           "^^ring",       "allreduce:",       ":ring",
+      ",,,", "a:b:c", "allreduce:^", "\x01\xff:;^,", "ring;;allreduce:;"};
+  for (const char* in : inputs) {
+    auto s = parseSelectionSpec(in, kNames, "X");
+    EXPECT_EQ(s.allowed.size(), s.restricted.size()) << in;
+    EXPECT_LE(s.warnings.size(), 16u) << in;
+  }
+  std::mt19937 rng(7);
+  const char alphabet[] = "ringdect^:;, _-AZ\t\x80";
+  for (int i = 0; i < 2000; ++i) {
+    std::string in(rng() % 40, ' ');
+    for (char& c : in) c = alphabet[rng() % (sizeof(alphabet) - 1)];
+    auto s = parseSelectionSpec(in, kNames, "X");
+    for (uint64_t m : s.allowed) EXPECT_EQ(m & ~0b111ull, 0u) << in;
+  }
+}
+
+TEST(TunerSpec, AlgoSpecMasksOverTheTable) {
+  const auto masks = parseAlgoSpec("allreduce:ring");
+  ASSERT_EQ(masks.size(), static_cast<size_t>(CollKind::Recv) + 1);
+  const auto table = allAlgorithms();
+  for (size_t i = 0; i < table.size() && i < 32; ++i) {
+    const bool on = (masks[static_cast<int>(table[i].kind)] >> i) & 1;
+    if (table[i].kind == CollKind::AllReduce) {
+      EXPECT_EQ(on, std::string_view(table[i].name) == "ring") << table[i].name;
+    } else {
+      EXPECT_TRUE(on) << table[i].name;  // other collectives unrestricted
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The calibration file.
+
+TunerParams sample() {
+  TunerParams p = defaultTunerParams();
+  p.link[0] = {0.75, 31.5};
+  p.link[1] = {1.25, 22.0};
+  p.link[2] = {40.0, 1.125};
+  p.reduceGbps = 17.0;
+  return p;
+}
+
+void expectSame(const TunerParams& a, const TunerParams& b) {
+  for (int l = 0; l < kNumLinks; ++l) {
+    EXPECT_DOUBLE_EQ(a.link[l].alphaUs, b.link[l].alphaUs) << l;
+    EXPECT_DOUBLE_EQ(a.link[l].gbps, b.link[l].gbps) << l;
+  }
+  EXPECT_DOUBLE_EQ(a.reduceGbps, b.reduceGbps);
+}
+
+TEST(TunerFile, RoundTrip) {
+  const TunerParams p = sample();
+  std::string why;
+  auto back = parseTunerFile(formatTunerFile(p), defaultTunerParams(), &why);
+  ASSERT_TRUE(back) << why;
+  expectSame(*back, p);
+}
+
+TEST(TunerFile, MissingKeysKeepBase) {
+  std::string why;
+  auto p = parseTunerFile("weft-tuner 1\r\n  net.gbps\t2.5  # measured\n\n", sample(), &why);
+  ASSERT_TRUE(p) << why;
+  TunerParams want = sample();
+  want.link[2].gbps = 2.5;
+  expectSame(*p, want);
+}
+
+TEST(TunerFile, RejectsGarbage) {
+  const std::string bad[] = {
+      "",
+      "# only a comment\n",
+      "weft-tuner 2\n",
+      "shm.gbps 3\n",                        // no header
+      "weft-tuner 1\nshm.gbps\n",            // no value
+      "weft-tuner 1\nshm.gbps 3 4\n",        // two values
+      "weft-tuner 1\nshm.gbps 3 4 5\n",      // too many words
+      "weft-tuner 1\nshm.speed 3\n",         // unknown key
+      "weft-tuner 1\nshm.gbps nan\n",        // not finite
+      "weft-tuner 1\nshm.gbps inf\n",        //
+      "weft-tuner 1\nshm.gbps -3\n",         // out of range
+      "weft-tuner 1\nshm.alpha_us 0\n",      //
+      "weft-tuner 1\nshm.alpha_us 1e300\n",  //
+      "weft-tuner 1\nshm.gbps 3x\n",         // trailing junk
+      "weft-tuner 1\nshm.gbps 0x\n",         //
+      std::string("weft-tuner 1\nshm.gbps 3\0junk", 27),
+      "weft-tuner 1\n" + std::string(70000, 'x'),  // too large
+      "weft-tuner 1\nshm.gbps " + std::string(100, '9') + "\n",
+  };
+  for (const std::string& text : bad) {
+    std::string why;
+    EXPECT_FALSE(parseTunerFile(text, defaultTunerParams(), &why)) << text.substr(0, 40);
+    EXPECT_FALSE(why.empty());
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text = "weft-tuner 1\n";
+    const size_t len = rng() % 80;
+    for (size_t j = 0; j < len; ++j) text.push_back(static_cast<char>(rng() % 256));
+    auto p = parseTunerFile(text, defaultTunerParams(), nullptr);
+    if (p) {
+      EXPECT_TRUE(tunerParamsValid(*p));
+    }
+  }
+}
+
+TEST(TunerParams, EnvOverrides) {
+  setenv("WEFT_TUNER_SHM_ALPHA_US", "5.5", 1);
+  setenv("WEFT_TUNER_NET_GBPS", "garbage", 1);
+  setenv("WEFT_TUNER_REDUCE_GBPS", "-1", 1);
+  TunerParams p = defaultTunerParams();
+  applyTunerEnv(&p);
+  unsetenv("WEFT_TUNER_SHM_ALPHA_US");
+  unsetenv("WEFT_TUNER_NET_GBPS");
+  unsetenv("WEFT_TUNER_REDUCE_GBPS");
+  EXPECT_EQ(p.link[0].alphaUs, 5.5);
+  EXPECT_EQ(p.link[2].gbps, defaultTunerParams().link[2].gbps);
+  EXPECT_EQ(p.reduceGbps, defaultTunerParams().reduceGbps);
+  EXPECT_TRUE(tunerParamsValid(defaultTunerParams()));
+}
+
+// ---------------------------------------------------------------------------
+// The model and the choice.
+
+Status noRun(CollContext&, const CollArgs&) {
+  return Status::ok();
+}
+
+// A table with every algorithm the model knows for allreduce, plus one it
+// does not know.
+const Algorithm kFullTable[] = {
+    {CollKind::AllReduce, "ring", "", "", noRun},
+    {CollKind::AllReduce, "direct", "", "", noRun},
+    {CollKind::AllReduce, "tree", "", "", noRun},
+    {CollKind::AllReduce, "rhd", "", "", noRun},
+    {CollKind::AllReduce, "recdoubling", "", "", noRun},
+    {CollKind::AllReduce, "hier", "", "", noRun},
+    {CollKind::AllReduce, "mystery", "", "", noRun},
+    {CollKind::AllGather, "ring", "", "", noRun},
+    {CollKind::AllGather, "direct", "", "", noRun},
+    {CollKind::Broadcast, "chain", "", "", noRun},
+    {CollKind::Broadcast, "direct", "", "", noRun},
+    {CollKind::Gather, "direct", "", "", noRun},
+};
+
+TunerShape shape(int n, int hosts = 1, bool publish = true, size_t slot = 256 << 10) {
+  TunerShape s;
+  s.nranks = n;
+  s.nhosts = hosts;
+  s.ranksPerHost = (n + hosts - 1) / hosts;
+  s.canPublish = publish && hosts == 1 && n > 1;
+  s.slotBytes = slot;
+  s.directMinBytes = 64 << 10;
+  return s;
+}
+
+std::string pickIn(std::span<const Algorithm> table, CollKind kind, size_t bytes,
+                   const TunerShape& s, const char* algo = "", const char* proto = "") {
+  const Restrictions r = parseRestrictions(algo, proto, table, false);
+  const Choice c = chooseFor(kind, bytes, s, defaultTunerParams(), table, r);
+  return c.alg ? c.alg->name : "none";
+}
+
+TEST(TunerModel, ClearCutChoices) {
+  const auto& t = kFullTable;
+  // One host, 8 ranks: latency-bound tiny messages take one step.
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 8, shape(8)), "direct");
+  // Four hosts of four: large messages cross the network once per slice.
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 64 << 20, shape(16, 4)), "hier");
+  // hier is pointless on one host.
+  EXPECT_NE(pickIn(t, CollKind::AllReduce, 64 << 20, shape(16, 1)), "hier");
+  // Large per-peer blocks go single copy, small ones through the FIFOs.
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 1 << 20, shape(4)), "direct");
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 1024, shape(4)), "ring");
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 1 << 20, shape(4, 1, false)), "ring");
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 1 << 20, shape(8, 2)), "ring");  // across hosts
+  // The model never takes a name it has no formula for unless asked to.
+  for (size_t bytes : {size_t{8}, size_t{1} << 16, size_t{1} << 26}) {
+    EXPECT_NE(pickIn(t, CollKind::AllReduce, bytes, shape(8, 2)), "mystery");
+  }
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 8, shape(8), "allreduce:mystery"), "mystery");
+}
+
+TEST(TunerModel, PredictionsAreSane) {
+  const TunerParams p = defaultTunerParams();
+  for (const Algorithm& a : kFullTable) {
+    for (int n : {1, 2, 3, 5, 8, 64}) {
+      for (int hosts : {1, 2}) {
+        if (hosts > n) continue;
+        double last = 0;
+        for (size_t bytes = 0; bytes <= (size_t{1} << 30); bytes = bytes ? bytes * 4 : 1) {
+          const auto c = predictCost(a.kind, a.name, bytes, shape(n, hosts), p);
+          if (!c) break;
+          EXPECT_FALSE(std::isnan(c->us)) << a.name;
+          EXPECT_GE(c->us, 0) << a.name;
+          if (std::isfinite(c->us)) {
+            EXPECT_GE(c->us, last * 0.999) << a.name << " n=" << n << " bytes=" << bytes;
+            last = c->us;
+          }
+          EXPECT_GT(c->chunkBytes, 0u);
+          EXPECT_LE(c->chunkBytes, size_t{256} << 10);
+        }
+      }
+    }
+  }
+}
+
+TEST(TunerModel, ChainPipelinesWithSmallerChunks) {
+  const auto c = predictCost(CollKind::Broadcast, "chain", 1 << 20, shape(8), defaultTunerParams());
+  ASSERT_TRUE(c);
+  EXPECT_LT(c->chunkBytes, size_t{256} << 10);  // 8 stages: fill time matters
+  const auto two =
+      predictCost(CollKind::Broadcast, "chain", 1 << 20, shape(2), defaultTunerParams());
+  EXPECT_EQ(two->chunkBytes, size_t{256} << 10);  // one hop: no fill to hide
+}
+
+TEST(TunerRestrictions, AlgoAndProto) {
+  const auto& t = kFullTable;
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 8, shape(8), "allreduce:ring"), "ring");
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 8, shape(8), "^direct,recdoubling,tree,rhd"), "ring");
+  // Forced but cannot run (direct takes one slot at most): the model's pick.
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 1 << 20, shape(2), "allreduce:direct"), "ring");
+  // WEFT_PROTO: no single copy.
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 1 << 20, shape(4), "", "^cma"), "ring");
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 1 << 20, shape(4), "", "allgather:simple"), "ring");
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 1 << 20, shape(4), "", "broadcast:simple"), "direct");
+  // Only single copy: taken even below the size where it pays.
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 64, shape(4), "", "allgather:cma"), "direct");
+  EXPECT_EQ(pickIn(t, CollKind::Broadcast, 1 << 20, shape(4), "", "cma"), "direct");
+  // Single copy cannot run without publishing channels: the default instead.
+  EXPECT_EQ(pickIn(t, CollKind::AllGather, 64, shape(4, 1, false), "", "allgather:cma"), "ring");
+
+  // An algorithm with both protocols is told whether it may copy once.
+  const Restrictions simpleOnly = parseRestrictions("", "gather:simple", kFullTable, false);
+  Choice c =
+      chooseFor(CollKind::Gather, 1 << 20, shape(4), defaultTunerParams(), kFullTable, simpleOnly);
+  EXPECT_FALSE(c.singleCopy);
+  EXPECT_EQ(c.proto, Proto::Simple);
+  c = chooseFor(CollKind::Gather, 1 << 20, shape(4), defaultTunerParams(), kFullTable,
+                parseRestrictions("", "", kFullTable, false));
+  EXPECT_TRUE(c.singleCopy);
+  EXPECT_EQ(c.proto, Proto::Cma);
+}
+
+// The measured size rules the tuner replaced, for the algorithms of that time.
+std::string oldRule(CollKind kind, size_t bytes, int n, size_t slot, bool publish,
+                    size_t directMin) {
+  switch (kind) {
+    case CollKind::AllReduce:
+      return bytes <= slot && bytes * n <= 256 * 1024 ? "direct" : "ring";
+    case CollKind::AllGather:
+      return publish && n > 1 && bytes > 0 && bytes >= directMin ? "direct" : "ring";
+    case CollKind::AllToAll:
+      return publish && n > 1 && bytes > 0 && bytes >= directMin ? "direct" : "pairwise";
+    case CollKind::Broadcast:
+    case CollKind::Reduce:
+      return "chain";
+    case CollKind::ReduceScatter:
+      return "ring";
+    default:
+      return "direct";
+  }
+}
+
+TEST(TunerDefaults, ReproduceTheMeasuredRulesOnOneHost) {
+  // Only the algorithms the rules knew, whatever the table holds by now.
+  const Restrictions r =
+      parseRestrictions("ring,direct,chain,pairwise,p2p", "", allAlgorithms(), false);
+  for (size_t slot : {size_t{64} << 10, size_t{256} << 10}) {
+    for (int n = 2; n <= 8; ++n) {
+      for (bool publish : {false, true}) {
+        TunerShape s = shape(n, 1, publish, slot);
+        for (CollKind kind :
+             {CollKind::AllReduce, CollKind::AllGather, CollKind::AllToAll, CollKind::Broadcast,
+              CollKind::Reduce, CollKind::ReduceScatter, CollKind::Gather, CollKind::Scatter}) {
+          for (size_t bytes = 1; bytes <= (size_t{16} << 20); bytes *= 2) {
+            const Choice c = chooseFor(kind, bytes, s, defaultTunerParams(), allAlgorithms(), r);
+            ASSERT_NE(c.alg, nullptr);
+            EXPECT_EQ(c.alg->name, oldRule(kind, bytes, n, slot, s.canPublish, s.directMinBytes))
+                << collName(kind) << " bytes=" << bytes << " n=" << n << " slot=" << slot
+                << " publish=" << publish;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Through the environment and a context.
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    setenv(name, value, 1);
+    resetAlgorithmSelectionForTesting();
+  }
+  ~ScopedEnv() {
+    unsetenv(name_);
+    resetAlgorithmSelectionForTesting();
+  }
+
+ private:
+  const char* name_;
+};
+
+TEST(TunerEnv, ProtoRestrictsTheRealTable) {
+  CollArgs a;
+  a.kind = CollKind::AllGather;
+  a.count = 1 << 20;
+  EXPECT_STRNE(selectAlgorithm(a, 4, 64 << 10).name, "direct");  // no publishing channels
+  {
+    ScopedEnv e("WEFT_PROTO", "send:simple");
+    EXPECT_FALSE(p2pSingleCopyAllowed());
+  }
+  {
+    ScopedEnv e("WEFT_PROTO", "^bogus");
+    EXPECT_TRUE(p2pSingleCopyAllowed());
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Calibration at communicator creation, with real ranks.
+
+std::string tempPath(const char* tag) {
+  return (std::filesystem::temp_directory_path() /
+          ("weft-tuner-" + std::string(tag) + "-" + std::to_string(getpid())))
+      .string();
+}
+
+TEST(TunerCalibration, AgreedAndWrittenToTheFile) {
+  const std::string file = tempPath("cal");
+  std::filesystem::remove(file);
+  test::RunOptions opts;
+  opts.env = {{"WEFT_TUNER_FILE", file}, {"WEFT_TUNER_CALIBRATE", "1"}};
+  test::runRanks(
+      3,
+      [](weftComm_t comm, int rank, int n) {
+        RANK_ASSERT(comm->tuner != nullptr);
+        const TunerParams p = comm->tuner->params();
+        RANK_EXPECT(tunerParamsValid(p));
+        RANK_EXPECT_EQ(comm->tuner->shape().nranks, n);
+        // One host, unless the shared memory is off (then every rank is one).
+        RANK_EXPECT(comm->tuner->shape().nhosts == 1 || std::getenv("WEFT_SHM_DISABLE"));
+        // Every rank holds the same parameters: compare them through a max
+        // and a min allreduce.
+        double mine[7] = {p.link[0].alphaUs, p.link[0].gbps, p.link[1].alphaUs, p.link[1].gbps,
+                          p.link[2].alphaUs, p.link[2].gbps, p.reduceGbps};
+        double hi[7], lo[7];
+        RANK_CHECK_OK(weftAllReduce(mine, hi, 7, weftFloat64, weftMax, comm, nullptr));
+        RANK_CHECK_OK(weftAllReduce(mine, lo, 7, weftFloat64, weftMin, comm, nullptr));
+        for (int i = 0; i < 7; ++i) RANK_EXPECT(hi[i] == lo[i]) << "parameter " << i;
+        // Collectives still run and are right after the calibration.
+        std::vector<float> x(100000, float(rank + 1));
+        RANK_CHECK_OK(
+            weftAllReduce(x.data(), x.data(), x.size(), weftFloat32, weftSum, comm, nullptr));
+        RANK_EXPECT(x[99999] == float(n * (n + 1) / 2));
+      },
+      opts);
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << "rank 0 did not write " << file;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string why;
+  EXPECT_TRUE(parseTunerFile(text, defaultTunerParams(), &why)) << why << "\n" << text;
+
+  // A second job loads the file instead of calibrating.
+  const TunerParams custom = sample();
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << formatTunerFile(custom);
+  }
+  test::runRanks(
+      2,
+      [custom](weftComm_t comm, int, int) {
+        const TunerParams p = comm->tuner->params();
+        RANK_EXPECT(p.link[0].alphaUs == custom.link[0].alphaUs);
+        RANK_EXPECT(p.link[2].gbps == custom.link[2].gbps);
+        RANK_EXPECT(p.reduceGbps == custom.reduceGbps);
+      },
+      opts);
+  std::filesystem::remove(file);
+}
+
+TEST(TunerCalibration, SkippedGivesDefaultsAndOverrides) {
+  test::RunOptions opts;
+  opts.env = {{"WEFT_TUNER_CALIBRATE", "0"}, {"WEFT_TUNER_NET_ALPHA_US", "77"}};
+  test::runRanks(
+      2,
+      [](weftComm_t comm, int, int) {
+        const TunerParams p = comm->tuner->params();
+        const TunerParams d = defaultTunerParams();
+        RANK_EXPECT(p.link[0].alphaUs == d.link[0].alphaUs);
+        RANK_EXPECT(p.link[0].gbps == d.link[0].gbps);
+        RANK_EXPECT(p.link[2].alphaUs == 77.0);
+      },
+      opts);
+}
+
+// ---------------------------------------------------------------------------
+// weft-info, run as a program.
+
+std::string runInfo(const std::string& args, int* status) {
+  const std::string cmd = std::string(WEFT_BIN_DIR) + "/weft-info " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  if (!p) return out;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, got);
+  *status = pclose(p);
+  return out;
+}
+
+TEST(WeftInfo, ListsEveryAlgorithm) {
+  int status = -1;
+  const std::string out = runInfo("", &status);
+  EXPECT_EQ(status, 0) << out;
+  for (const Algorithm& a : allAlgorithms()) {
+    bool found = false;
+    const std::string coll = collName(a.kind);
+    for (size_t pos = out.find(coll); pos != std::string::npos; pos = out.find(coll, pos + 1)) {
+      const std::string line = out.substr(pos, out.find('\n', pos) - pos);
+      if (line.find(" " + std::string(a.name) + " ") != std::string::npos &&
+          line.find(a.description) != std::string::npos)
+        found = true;
+    }
+    EXPECT_TRUE(found) << coll << " " << a.name << " missing from:\n" << out;
+    EXPECT_NE(out.find(a.cost), std::string::npos) << a.cost;
+  }
+}
+
+TEST(WeftInfo, PlansEverySize) {
+  int status = -1;
+  const std::string out = runInfo("--plan -n 8 --hosts 2 --coll allreduce --dtype float", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("8 ranks on 2 host(s)"), std::string::npos) << out;
+  for (size_t size = 8; size <= (size_t{1} << 30); size *= 2) {
+    EXPECT_NE(out.find("\n" + std::string(12 - std::to_string(size).size(), ' ') +
+                       std::to_string(size) + " "),
+              std::string::npos)
+        << size;
+  }
+  const std::string all = runInfo("--plan -n 4 --max 1M --all", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(all.find("# AllGather"), std::string::npos);
+  EXPECT_NE(all.find(" cma "), std::string::npos) << all;  // single copy at 1 MiB
+}
+
+TEST(WeftInfo, BadArgumentsSayWhy) {
+  int status = -1;
+  std::string out = runInfo("--plan", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("-n"), std::string::npos) << out;
+  out = runInfo("--plan -n 4 --coll nosuch", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("nosuch"), std::string::npos) << out;
+  out = runInfo("--plan -n 4 --hosts 9", &status);
+  EXPECT_NE(status, 0);
+  out = runInfo("--plan -n 4 --max junk", &status);
+  EXPECT_NE(status, 0);
+}
+
+}  // namespace
+}  // namespace weft

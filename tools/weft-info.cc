@@ -1,0 +1,270 @@
+// weft-info: what the algorithm layer holds and what the tuner would pick,
+// without a running job.
+//
+//   weft-info                      every algorithm: collective, name,
+//                                  protocols, description, cost
+//   weft-info --plan -n 8 --hosts 2 [--coll allreduce] [--dtype float]
+//             [--min 8] [--max 1G] [--all]
+//                                  per size (nccl-tests' size column: the
+//                                  whole buffer), the tuner's algorithm,
+//                                  protocol, chunk and predicted time
+//   weft-info --params             the model parameters in use
+//
+// Parameters: the defaults, or WEFT_TUNER_FILE when it holds a valid file,
+// then the WEFT_TUNER_* overrides; WEFT_ALGO and WEFT_PROTO restrict the
+// choice as in a job. The shared-memory settings (WEFT_SHM_SLOT_BYTES,
+// WEFT_SHM_DIRECT, WEFT_SHM_DIRECT_MIN) shape the one-host case.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/spec.h"
+#include "algorithms/tuner.h"
+#include "base/dtype.h"
+#include "base/env.h"
+
+namespace {
+
+using namespace weft;
+
+// Every collective the algorithm layer knows (CollKind runs up to Recv).
+std::vector<CollKind> allKinds() {
+  std::vector<CollKind> kinds;
+  for (int k = 0; k <= static_cast<int>(CollKind::Recv); ++k) {
+    kinds.push_back(static_cast<CollKind>(k));
+  }
+  return kinds;
+}
+
+int usage(const char* why) {
+  if (why) std::fprintf(stderr, "weft-info: %s\n", why);
+  std::fprintf(stderr,
+               "usage: weft-info [--list]\n"
+               "       weft-info --plan -n RANKS [--hosts H] [--coll NAME] [--dtype T]\n"
+               "                 [--min BYTES] [--max BYTES] [--all]\n"
+               "       weft-info --params\n");
+  return 2;
+}
+
+std::string protoList(uint8_t protos) {
+  std::string s;
+  if (protos & kProtoSimple) s = "simple";
+  if (protos & kProtoCma) s += s.empty() ? "cma" : ",cma";
+  return s;
+}
+
+void list() {
+  std::printf("%-14s %-12s %-11s %s\n", "collective", "algorithm", "protocols", "description");
+  for (const Algorithm& a : allAlgorithms()) {
+    std::printf("%-14s %-12s %-11s %s\n", collName(a.kind), a.name,
+                protoList(algorithmProtos(a.kind, a.name)).c_str(), a.description);
+    std::printf("%-14s %-12s %-11s cost: %s\n", "", "", "", a.cost);
+  }
+}
+
+std::string gSource = "built-in defaults";
+
+TunerParams params() {
+  TunerParams p = defaultTunerParams();
+  if (const auto file = envString("TUNER_FILE")) {
+    std::ifstream in(*file, std::ios::binary);
+    if (in) {
+      std::ostringstream text;
+      text << in.rdbuf();
+      std::string why;
+      if (auto parsed = parseTunerFile(text.str(), p, &why)) {
+        p = *parsed;
+        gSource = "WEFT_TUNER_FILE " + *file;
+      } else {
+        std::fprintf(stderr, "weft-info: ignoring WEFT_TUNER_FILE %s: %s\n", file->c_str(),
+                     why.c_str());
+      }
+    }
+  }
+  applyTunerEnv(&p);
+  return p;
+}
+
+bool parseKind(const std::string& name, CollKind* out) {
+  for (CollKind k : allKinds()) {
+    if (normalizeName(name) == normalizeName(collName(k))) {
+      *out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parseDtype(const std::string& name, weftDataType_t* out) {
+  static const std::pair<const char*, weftDataType_t> kNames[] = {
+      {"float", weftFloat32},   {"float32", weftFloat32},   {"half", weftFloat16},
+      {"float16", weftFloat16}, {"bfloat16", weftBfloat16}, {"double", weftFloat64},
+      {"float64", weftFloat64}, {"int8", weftInt8},         {"uint8", weftUint8},
+      {"int32", weftInt32},     {"int", weftInt32},         {"int64", weftInt64}};
+  for (const auto& [n, t] : kNames) {
+    if (name == n) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+// CollArgs' bytes (count x dtype size) for an nccl-tests size: the whole
+// buffer for allreduce, broadcast and reduce; one rank's block for the rest.
+size_t argBytes(CollKind kind, size_t size, int n, size_t es) {
+  switch (kind) {
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:
+    case CollKind::AllToAll:
+    case CollKind::Gather:
+    case CollKind::Scatter:
+      return size / es / n * es;
+    default:
+      return size / es * es;
+  }
+}
+
+std::string human(size_t b) {
+  char buf[32];
+  if (b >= (1u << 30) && b % (1u << 30) == 0) {
+    std::snprintf(buf, sizeof(buf), "%zuG", b >> 30);
+  } else if (b >= (1u << 20) && b % (1u << 20) == 0) {
+    std::snprintf(buf, sizeof(buf), "%zuM", b >> 20);
+  } else if (b >= 1024 && b % 1024 == 0) {
+    std::snprintf(buf, sizeof(buf), "%zuK", b >> 10);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%zu", b);
+  }
+  return buf;
+}
+
+void plan(const TunerShape& shape, const TunerParams& p, const std::vector<CollKind>& kinds,
+          weftDataType_t dtype, size_t minBytes, size_t maxBytes, bool all) {
+  const Restrictions& r = envRestrictions();
+  const size_t es = dtypeSize(dtype);
+  std::printf("# %d ranks on %d host(s), %d per host; slot %s, single copy %s; dtype %s\n",
+              shape.nranks, shape.nhosts, shape.ranksPerHost, human(shape.slotBytes).c_str(),
+              shape.canPublish ? ("from " + human(shape.directMinBytes)).c_str() : "off",
+              dtypeName(dtype));
+  std::printf(
+      "# parameters: %s (and WEFT_TUNER_* overrides); a job calibrates unless "
+      "WEFT_TUNER_CALIBRATE=0 or WEFT_TUNER_FILE is valid\n",
+      gSource.c_str());
+  for (CollKind kind : kinds) {
+    std::printf("\n# %s\n%12s %12s  %-12s %-7s %8s %12s", collName(kind), "size", "count",
+                "algorithm", "proto", "chunk", "time(us)");
+    std::vector<const Algorithm*> algs;
+    for (const Algorithm& a : allAlgorithms()) {
+      if (a.kind == kind) algs.push_back(&a);
+    }
+    if (all) {
+      for (const Algorithm* a : algs) std::printf(" %12s", a->name);
+    }
+    std::printf("\n");
+    for (size_t size = minBytes; size <= maxBytes && size > 0; size *= 2) {
+      const size_t bytes = argBytes(kind, size, shape.nranks, es);
+      const Choice c = chooseFor(kind, bytes, shape, p, allAlgorithms(), r);
+      std::printf("%12zu %12zu  %-12s %-7s %8s %12.2f", size, bytes / es, c.alg ? c.alg->name : "?",
+                  protoName(c.proto), human(c.chunkBytes).c_str(), c.predictedUs);
+      if (all) {
+        for (const Algorithm* a : algs) {
+          const auto cost = predictCost(kind, a->name, bytes, shape, p);
+          std::printf(" %12.2f", cost ? cost->us : std::nan(""));
+        }
+      }
+      std::printf("\n");
+      if (size > (SIZE_MAX >> 1)) break;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool doPlan = false, doParams = false, all = false;
+  int n = 0, hosts = 1;
+  std::vector<CollKind> kinds;
+  weftDataType_t dtype = weftFloat32;
+  size_t minBytes = 8, maxBytes = size_t{1} << 30;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        usage((arg + " needs a value").c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto bytesValue = [&]() -> size_t {
+      const std::string v = value();
+      const auto b = parseBytes(v);
+      if (!b || *b == 0) {
+        usage((arg + ": '" + v + "' is not a byte size such as 8, 64K, 1G").c_str());
+        std::exit(2);
+      }
+      return *b;
+    };
+    if (arg == "--list") {
+    } else if (arg == "--plan") {
+      doPlan = true;
+    } else if (arg == "--params") {
+      doParams = true;
+    } else if (arg == "--all") {
+      all = true;
+    } else if (arg == "-n" || arg == "--nranks") {
+      n = std::atoi(value().c_str());
+    } else if (arg == "--hosts") {
+      hosts = std::atoi(value().c_str());
+    } else if (arg == "--coll") {
+      CollKind k;
+      const std::string v = value();
+      if (!parseKind(v, &k)) return usage(("unknown collective '" + v + "'").c_str());
+      kinds.push_back(k);
+    } else if (arg == "--dtype") {
+      const std::string v = value();
+      if (!parseDtype(v, &dtype)) return usage(("unknown dtype '" + v + "'").c_str());
+    } else if (arg == "--min") {
+      minBytes = bytesValue();
+    } else if (arg == "--max") {
+      maxBytes = bytesValue();
+    } else if (arg == "-h" || arg == "--help") {
+      usage(nullptr);
+      return 0;
+    } else {
+      return usage(("unknown argument '" + arg + "'").c_str());
+    }
+  }
+  const TunerParams p = params();
+  if (doParams) {
+    std::fputs(formatTunerFile(p).c_str(), stdout);
+    return 0;
+  }
+  if (!doPlan) {
+    list();
+    return 0;
+  }
+  if (n < 1) return usage("--plan needs -n RANKS (at least 1)");
+  if (hosts < 1 || hosts > n) return usage("--hosts must be between 1 and the rank count");
+  TunerShape shape;
+  shape.nranks = n;
+  shape.nhosts = hosts;
+  shape.ranksPerHost = (n + hosts - 1) / hosts;
+  shape.slotBytes = envBytes("SHM_SLOT_BYTES", 256 << 10);
+  // Single copy needs every peer on this host, and the shm transport's consent.
+  shape.canPublish = hosts == 1 && n > 1 && envInt("SHM_DIRECT", 1) != 0;
+  shape.directMinBytes = envBytes("SHM_DIRECT_MIN", 64 << 10);
+  if (kinds.empty()) {
+    for (CollKind k : allKinds()) {
+      if (k != CollKind::Send && k != CollKind::Recv) kinds.push_back(k);
+    }
+  }
+  plan(shape, p, kinds, dtype, minBytes, maxBytes, all);
+  return 0;
+}
