@@ -107,10 +107,16 @@ TEST(TcpWire, ControlHeaderChecksTypeAndRank) {
   FrameHeader out{};
   FrameHeader f = dataHeader(3, 0);
   f.type = static_cast<uint16_t>(tcp::FrameType::kAbort);
+  const uint64_t timeout = uint64_t(weftTimeout) << 32;  // the reason rides in the high bits
+  f.seq = timeout | 3;                                   // rank 2 timed out
   EXPECT_TRUE(tcp::parseControlHeader(&f, sizeof f, 4, &out).isOk());
-  f.seq = 0;  // no rank
+  f.seq = 3;  // no reason
   EXPECT_FALSE(tcp::parseControlHeader(&f, sizeof f, 4, &out).isOk());
-  f.seq = 5;  // rank 4 of 4
+  f.seq = (uint64_t(weftNumResults) << 32) | 3;  // no such reason
+  EXPECT_FALSE(tcp::parseControlHeader(&f, sizeof f, 4, &out).isOk());
+  f.seq = timeout;  // no rank
+  EXPECT_FALSE(tcp::parseControlHeader(&f, sizeof f, 4, &out).isOk());
+  f.seq = timeout | 5;  // rank 4 of 4
   EXPECT_FALSE(tcp::parseControlHeader(&f, sizeof f, 4, &out).isOk());
   f.type = static_cast<uint16_t>(tcp::FrameType::kClose);
   f.seq = 0;

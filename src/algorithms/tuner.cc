@@ -463,28 +463,32 @@ struct Entry {
 
 // Broadcast "direct" is off by default: measured on 2 ranks, its single
 // reader loses to the chain, where root and receiver copy in parallel.
+// tree, rhd, recdoubling, binomial and bruck are off by default too until
+// the model's step costs are fitted to them: on one host here their extra
+// steps cost more than the model says (2 ranks, 64 B allreduce: tree 2.1 us
+// against 0.7 for ring and direct), so today only WEFT_ALGO picks them.
 constexpr Entry kFormulas[] = {
     {"allreduce", "ring", arRing, kProtoSimple, true},
     {"allreduce", "direct", arDirect, kProtoSimple, true},
-    {"allreduce", "tree", arTree, kProtoSimple, true},
-    {"allreduce", "rhd", arRhd, kProtoSimple, true},
-    {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, true},
+    {"allreduce", "tree", arTree, kProtoSimple, false},
+    {"allreduce", "rhd", arRhd, kProtoSimple, false},
+    {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false},
     {"allreduce", "hier", arHier, kProtoSimple, true},
     {"reducescatter", "ring", rsRing, kProtoSimple, true},
-    {"reducescatter", "rhd", rsRhd, kProtoSimple, true},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, false},
     {"reducescatter", "hier", rsHier, kProtoSimple, true},
     {"allgather", "ring", agRing, kProtoSimple, true},
     {"allgather", "direct", agDirect, kProtoCma, true},
-    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, true},
+    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, false},
     {"allgather", "hier", agHier, kProtoSimple, true},
     {"broadcast", "chain", bcChain, kProtoSimple, true},
     {"broadcast", "direct", bcDirect, kProtoCma, false},
-    {"broadcast", "binomial", bcBinomial, kProtoSimple, true},
+    {"broadcast", "binomial", bcBinomial, kProtoSimple, false},
     {"reduce", "chain", rdChain, kProtoSimple, true},
-    {"reduce", "binomial", rdBinomial, kProtoSimple, true},
+    {"reduce", "binomial", rdBinomial, kProtoSimple, false},
     {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true},
     {"alltoall", "direct", a2aDirect, kProtoCma, true},
-    {"alltoall", "bruck", a2aBruck, kProtoSimple, true},
+    {"alltoall", "bruck", a2aBruck, kProtoSimple, false},
     {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true},
     {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true},
     {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true},
@@ -701,23 +705,6 @@ Tuner::Tuner(const TunerShape& shape, const TunerParams& params)
 
 namespace {
 
-// A small per-thread cache of choices: the hot path pays a lookup, not the
-// model. Keyed by tuner id, restriction generation, kind and size.
-struct CacheEntry {
-  uint64_t tuner = 0, generation = 0;
-  size_t bytes = 0;
-  int kind = -1;
-  Choice choice;
-};
-constexpr int kCacheSize = 64;
-
-CacheEntry& cacheSlot(uint64_t tuner, int kind, size_t bytes) {
-  thread_local CacheEntry cache[kCacheSize];
-  uint64_t h = tuner * 0x9E3779B97F4A7C15ull ^ (bytes + 0x632BE59BD9B4E019ull * (kind + 1));
-  h ^= h >> 29;
-  return cache[h % kCacheSize];
-}
-
 void logChoice(const TunerShape& s, CollKind kind, size_t bytes, const Choice& c) {
   if (c.fellBack)
     WEFT_WARN(kLogTuning,
@@ -732,13 +719,15 @@ void logChoice(const TunerShape& s, CollKind kind, size_t bytes, const Choice& c
 }  // namespace
 
 Choice Tuner::choose(CollKind kind, size_t bytes) const {
-  const uint64_t gen = gGeneration.load(std::memory_order_relaxed);
-  CacheEntry& e = cacheSlot(id_, static_cast<int>(kind), bytes);
-  if (e.tuner == id_ && e.generation == gen && e.kind == static_cast<int>(kind) && e.bytes == bytes)
-    return e.choice;
+  // Generation 0 marks an empty entry: generations start at 1.
+  const uint64_t gen = gGeneration.load(std::memory_order_relaxed) + 1;
+  uint64_t h = bytes + 0x632BE59BD9B4E019ull * (static_cast<uint64_t>(kind) + 1);
+  h ^= h >> 29;
+  CacheEntry& e = cache_[h % kCacheSize];
+  if (e.generation == gen && e.kind == static_cast<int>(kind) && e.bytes == bytes) return e.choice;
   const Choice c = chooseFor(kind, bytes, shape_, params_, allAlgorithms(), envRestrictions());
   logChoice(shape_, kind, bytes, c);
-  e = CacheEntry{id_, gen, bytes, static_cast<int>(kind), c};
+  e = CacheEntry{gen, bytes, static_cast<int>(kind), c};
   return c;
 }
 

@@ -21,6 +21,7 @@
 // calibration file (WEFT_TUNER_FILE), then by WEFT_TUNER_* overrides.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -126,14 +127,24 @@ class Tuner {
   Tuner(const TunerShape& shape, const TunerParams& params);
   const TunerShape& shape() const { return shape_; }
   const TunerParams& params() const { return params_; }
-  // Cached per (kind, bytes) on the calling thread.
+  // Cached per (kind, bytes). Not thread-safe: a communicator runs one
+  // collective at a time (the engine's driver lock), so it needs no lock.
   Choice choose(CollKind kind, size_t bytes) const;
   uint64_t id() const { return id_; }
 
  private:
+  // The hot path pays a lookup, not the model.
+  struct CacheEntry {
+    uint64_t generation = 0;  // of the env restrictions
+    size_t bytes = 0;
+    int kind = -1;
+    Choice choice;
+  };
+  static constexpr int kCacheSize = 64;
   TunerShape shape_;
   TunerParams params_;
   uint64_t id_;
+  mutable std::array<CacheEntry, kCacheSize> cache_{};
 };
 
 // The choice for a call on ctx (ctx.tuner() if it has one, else the default

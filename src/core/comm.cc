@@ -128,9 +128,9 @@ void CommHealth::park(long ns) {
 }
 
 void CommHealth::beginCollective(const std::atomic<int64_t>* workDeadline) {
-  const auto now = std::chrono::steady_clock::now();
-  deadline_ = now + std::chrono::milliseconds(comm_.timeoutMs);
-  nextPeerCheck_ = now + std::chrono::milliseconds(10);
+  // The clock is first read by check(), which runs only once a collective
+  // has spun for a while: a collective that finishes fast reads no clock.
+  clockStarted_ = false;
   peerLeftSince_ = {};
   workDeadline_ = workDeadline;
 }
@@ -183,6 +183,11 @@ Status CommHealth::check() {
   }
   noteWaiting();
   const auto now = std::chrono::steady_clock::now();
+  if (!clockStarted_) {
+    clockStarted_ = true;
+    deadline_ = now + std::chrono::milliseconds(comm_.timeoutMs);
+    nextPeerCheck_ = now;
+  }
   if (now >= nextPeerCheck_) {
     nextPeerCheck_ = now + std::chrono::milliseconds(10);
     for (const PeerInfo& p : comm_.peers) {

@@ -41,7 +41,8 @@ class CommHealth final : public HealthMonitor {
   void noteWaiting();  // the flight recorder's "waiting on"
   weftComm& comm_;
   const std::atomic<int64_t>* workDeadline_ = nullptr;
-  bool dumped_ = false;  // this failure's flight record is written
+  bool dumped_ = false;        // this failure's flight record is written
+  bool clockStarted_ = false;  // deadline_ and nextPeerCheck_ are set
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::time_point nextPeerCheck_{};
   // When this collective first found a peer that had left normally; such a
@@ -83,7 +84,7 @@ struct weftComm {
   std::vector<weft::PeerInfo> peers;
   std::unique_ptr<weft::Bootstrap> bootstrap;
   std::unique_ptr<weft::Transports> transport;  // per-peer shm or tcp channels
-  std::unique_ptr<weft::Tuner> tuner;  // set once the channels exist
+  std::unique_ptr<weft::Tuner> tuner;           // set once the channels exist
   weft::CommHealth health{*this};
   weft::CommContext context{*this};
   std::unique_ptr<weft::Engine> engine;

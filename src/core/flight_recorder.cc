@@ -19,9 +19,11 @@
 namespace weft {
 namespace {
 
+// The coarse clock (a few ms of resolution, plenty to order a hang's events)
+// costs no time-stamp-counter read: the recorder is on every collective's path.
 int64_t wallUs() {
   timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
@@ -120,6 +122,21 @@ FlightRecorder::FlightRecorder(size_t capacity, uint64_t commId, std::string nam
       rank_(rank),
       nranks_(nranks) {}
 
+namespace {
+
+// Readies a reused entry without rebuilding it (no string or array churn on
+// the hot path).
+void reset(FlightEntry& e) {
+  e.p2p = false;
+  e.algo = "";
+  e.state = FlightState::Posted;
+  e.nWaiting = 0;
+  e.startUs = e.endUs = 0;
+  if (!e.error.empty()) e.error.clear();
+}
+
+}  // namespace
+
 FlightEntry* FlightRecorder::find(uint64_t seq, bool p2p) {
   if (seq == 0) return nullptr;
   FlightEntry& e = p2p ? p2pRing_[seq % p2pRing_.size()] : ring_[seq % ring_.size()];
@@ -127,10 +144,10 @@ FlightEntry* FlightRecorder::find(uint64_t seq, bool p2p) {
 }
 
 uint64_t FlightRecorder::post(const CollArgs& args, int rawOp) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   const uint64_t seq = ++nextSeq_;
   FlightEntry& e = ring_[seq % ring_.size()];
-  e = FlightEntry{};
+  reset(e);
   e.seq = seq;
   e.kind = args.kind;
   e.count = args.count;
@@ -142,10 +159,10 @@ uint64_t FlightRecorder::post(const CollArgs& args, int rawOp) {
 }
 
 uint64_t FlightRecorder::postP2P(uint64_t bytes, int nops) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   const uint64_t seq = ++nextP2P_;
   FlightEntry& e = p2pRing_[seq % p2pRing_.size()];
-  e = FlightEntry{};
+  reset(e);
   e.seq = seq;
   e.p2p = true;
   e.kind = CollKind::Send;
@@ -156,7 +173,7 @@ uint64_t FlightRecorder::postP2P(uint64_t bytes, int nops) {
 }
 
 void FlightRecorder::start(uint64_t seq, bool p2p, const char* algo) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   running_ = seq;
   runningP2P_ = p2p;
   if (FlightEntry* e = find(seq, p2p)) {
@@ -167,7 +184,7 @@ void FlightRecorder::start(uint64_t seq, bool p2p, const char* algo) {
 }
 
 void FlightRecorder::finish(uint64_t seq, bool p2p, const Status& st) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (running_ == seq && runningP2P_ == p2p) running_ = 0;
   if (FlightEntry* e = find(seq, p2p)) {
     e->state = st.isOk() ? FlightState::Done : FlightState::Failed;
@@ -178,7 +195,7 @@ void FlightRecorder::finish(uint64_t seq, bool p2p, const Status& st) {
 }
 
 void FlightRecorder::setWaiting(const int32_t* peers, int n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (FlightEntry* e = find(running_, runningP2P_)) {
     e->nWaiting = n;
     std::copy(peers, peers + std::min(n, FlightEntry::kMaxWaiting), e->waiting);
@@ -189,7 +206,7 @@ std::string FlightRecorder::toJson(const char* reason) const {
   std::vector<FlightEntry> entries;
   uint64_t lastSeq, lastP2P;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     for (const auto* ring : {&ring_, &p2pRing_})
       for (const FlightEntry& e : *ring)
         if (e.seq != 0) entries.push_back(e);

@@ -296,6 +296,11 @@ static void testNonBlockingInit(void) {
 static void testAbort(void) {
   ncclComm_t doomed = NULL;
   CHECK(ncclCommSplit(g_comm, 0, g_rank, &doomed, NULL));
+  /* weft tells peers when a rank aborts, so that none waits for it forever:
+     a rank still inside the split would fail. A barrier on the parent (which
+     no rank leaves before every rank entered it) keeps the abort after it. */
+  float token = 1;
+  CHECK(ncclAllReduce(&token, &token, 1, ncclFloat, ncclSum, g_comm, NULL));
   ncclResult_t async = ncclInternalError;
   CHECK(ncclCommGetAsyncError(doomed, &async));
   EXPECT(async == ncclSuccess, "async error %d on a healthy communicator", (int)async);
