@@ -75,7 +75,7 @@ if ((quick == 0)); then
   # timeouts, the flight recorder's signal thread) under ThreadSanitizer. A
   # report in a rank fails that rank, which fails the test.
   # (algorithms_test is left out: it takes many minutes under TSan.)
-  tsan_tests=(engine_test async_test reliability_test)
+  tsan_tests=(engine_test async_test reliability_test tcp_wire_test)
   step "build: build-tsan/ (thread: ${tsan_tests[*]})"
   cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DWEFT_SANITIZE=thread -DWEFT_BUILD_PERF=OFF
@@ -84,6 +84,17 @@ if ((quick == 0)); then
     step "tests: build-tsan/ $t"
     TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1} "$root/build-tsan/bin/$t"
   done
+fi
+
+if ((quick == 0)); then
+  # Every parser of bytes from outside, under libFuzzer (clang, ASan+UBSan),
+  # for a bounded time each from the committed corpus.
+  step "fuzz: scripts/fuzz.sh ${WEFT_FUZZ_SECONDS:-60}"
+  scripts/fuzz.sh "${WEFT_FUZZ_SECONDS:-60}"
+  # A short soak: a seeded random mix on 4 ranks, results checked, RSS and
+  # fds required flat (the 30-minute run is scripts/soak.sh 1800).
+  step "soak: scripts/soak.sh ${WEFT_SOAK_SECONDS:-120}"
+  BUILD="$root/build" scripts/soak.sh "${WEFT_SOAK_SECONDS:-120}"
 fi
 
 step "all tests passed"

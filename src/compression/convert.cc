@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/dtype.h"
+#include "kernels/dispatch.h"
 
 namespace weft::compression {
 namespace {
@@ -30,7 +31,9 @@ __attribute__((target("avx2,f16c"))) void fromHalfF16c(const uint16_t* src, size
 }
 
 bool hasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  // The kernels' AVX2 level includes F16C (probed with CPUID, which every
+  // compiler here supports).
+  static const bool has = kernels::isaSupported(kernels::Isa::Avx2);
   return has;
 }
 
