@@ -9,12 +9,17 @@
 //                                  whole buffer), the tuner's algorithm,
 //                                  protocol, chunk and predicted time
 //   weft-info --params             the model parameters in use
+//   weft-info --dump PID...        asks running ranks for their flight
+//                                  records (SIGUSR1); merge the files with
+//                                  tools/weft-hang DIR
 //
 // Parameters: the defaults, or WEFT_TUNER_FILE when it holds a valid file,
 // then the WEFT_TUNER_* overrides; WEFT_ALGO and WEFT_PROTO restrict the
 // choice as in a job. The shared-memory settings (WEFT_SHM_SLOT_BYTES,
 // WEFT_SHM_DIRECT, WEFT_SHM_DIRECT_MIN) shape the one-host case.
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,7 +53,8 @@ int usage(const char* why) {
                "usage: weft-info [--list]\n"
                "       weft-info --plan -n RANKS [--hosts H] [--coll NAME] [--dtype T]\n"
                "                 [--min BYTES] [--max BYTES] [--all]\n"
-               "       weft-info --params\n");
+               "       weft-info --params\n"
+               "       weft-info --dump PID...\n");
   return 2;
 }
 
@@ -187,6 +193,30 @@ void plan(const TunerShape& shape, const TunerParams& p, const std::vector<CollK
 
 }  // namespace
 
+// Each rank's SIGUSR1 handler (core/flight_recorder.cc) writes its records
+// to its own WEFT_FLIGHT_DIR; this only asks.
+int dump(int argc, char** argv, int first) {
+  if (first >= argc) return usage("--dump needs the pids of the ranks");
+  int failed = 0;
+  for (int i = first; i < argc; ++i) {
+    char* end = nullptr;
+    const long pid = std::strtol(argv[i], &end, 10);
+    if (end == argv[i] || *end != '\0' || pid <= 0) {
+      std::fprintf(stderr, "weft-info: '%s' is not a pid\n", argv[i]);
+      ++failed;
+    } else if (::kill(static_cast<pid_t>(pid), SIGUSR1) != 0) {
+      std::fprintf(stderr, "weft-info: cannot signal pid %ld: %s\n", pid, std::strerror(errno));
+      ++failed;
+    } else {
+      std::printf("asked pid %ld for its flight records\n", pid);
+    }
+  }
+  std::printf(
+      "the ranks write weft-flight-*.json to their WEFT_FLIGHT_DIR (default /tmp); "
+      "merge them with tools/weft-hang DIR\n");
+  return failed ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   bool doPlan = false, doParams = false, all = false;
   int n = 0, hosts = 1;
@@ -212,6 +242,8 @@ int main(int argc, char** argv) {
       return *b;
     };
     if (arg == "--list") {
+    } else if (arg == "--dump") {
+      return dump(argc, argv, i + 1);
     } else if (arg == "--plan") {
       doPlan = true;
     } else if (arg == "--params") {
