@@ -352,6 +352,18 @@ net::SockAddr Bootstrap::listenerOf(int rank) const {
   return toSockAddr(peers_[rank].addr, peers_[rank].addrLen);
 }
 
+Status Bootstrap::agree(const Status& mine, const char* step) {
+  std::vector<int32_t> codes(nranks_);
+  codes[rank_] = mine.code();
+  WEFT_RETURN_IF_ERROR(allGather(codes.data(), sizeof(int32_t)));
+  if (!mine.isOk()) return mine;
+  for (int r = 0; r < nranks_; ++r)
+    if (codes[r] != weftSuccess)
+      return makeError(static_cast<weftResult_t>(codes[r]),
+                       "rank %d failed to %s (see that rank's error)", r, step);
+  return Status::ok();
+}
+
 Status Bootstrap::barrier() {
   std::vector<char> dummy(nranks_);
   return allGather(dummy.data(), 1);

@@ -50,6 +50,9 @@ class Bootstrap {
   // data holds nranks slots of `bytes`; this rank's slot is filled in.
   Status allGather(void* data, size_t bytes);
   Status barrier();
+  // Every rank reports whether its part of a set-up `step` worked; a
+  // failure anywhere fails all, naming the rank where it happened.
+  Status agree(const Status& mine, const char* step);
 
   // Serves one more rendezvous (as startBootstrapRoot does) on this rank's
   // own listener, whose address every rank knows from peers(): how the

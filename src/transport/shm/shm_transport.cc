@@ -80,19 +80,6 @@ std::string segmentName(uint64_t commTag, int rank) {
   return name;
 }
 
-// Every rank reports whether its step worked; a failure anywhere fails all.
-Status agree(Bootstrap& bootstrap, const Status& mine, const char* step) {
-  std::vector<int32_t> codes(bootstrap.nranks());
-  codes[bootstrap.rank()] = mine.code();
-  WEFT_RETURN_IF_ERROR(bootstrap.allGather(codes.data(), sizeof(int32_t)));
-  if (!mine.isOk()) return mine;
-  for (int r = 0; r < bootstrap.nranks(); ++r)
-    if (codes[r] != weftSuccess)
-      return makeError(static_cast<weftResult_t>(codes[r]),
-                       "rank %d failed to %s (see that rank's error)", r, step);
-  return Status::ok();
-}
-
 }  // namespace
 
 ShmOptions ShmOptions::fromEnv() {
@@ -177,9 +164,15 @@ Status ShmRecvChannel::readPublished(void* dst, size_t offset, size_t bytes) {
     const ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
-      return makeError(n < 0 && errno == ESRCH ? weftRemoteError : weftSystemError,
-                       "single-copy read from pid %d failed: %s", peerPid_,
-                       n < 0 ? strerror(errno) : "no progress");
+      // ESRCH: the peer is gone. EFAULT: its buffer is, most often because
+      // the peer is being killed and its memory was torn down before its
+      // pid went; either way the peer side failed, as it did for n == 0.
+      const int err = n < 0 ? errno : 0;
+      const bool peerSide = err == 0 || err == ESRCH || err == EFAULT;
+      return makeError(peerSide ? weftRemoteError : weftSystemError,
+                       "single-copy read from pid %d failed: %s%s", peerPid_,
+                       err ? strerror(err) : "nothing read",
+                       peerSide ? " (the peer died or its buffer went away)" : "");
     }
     out += n;
     from += static_cast<uint64_t>(n);
@@ -231,7 +224,7 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
           ShmFifo();
     }
   }
-  WEFT_RETURN_IF_ERROR(agree(bootstrap, made, "create its shared-memory segment"));
+  WEFT_RETURN_IF_ERROR(bootstrap.agree(made, "create its shared-memory segment"));
 
   // Step 2: map every peer's segment.
   Status opened;
@@ -244,7 +237,7 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
                          "same WEFT_SHM_SLOTS and WEFT_SHM_SLOT_BYTES?",
                          peer);
   }
-  WEFT_RETURN_IF_ERROR(agree(bootstrap, opened, "map its peers' shared-memory segments"));
+  WEFT_RETURN_IF_ERROR(bootstrap.agree(opened, "map its peers' shared-memory segments"));
 
   // Step 3: everyone has everything mapped; the names can go.
   t->segments_[rank].unlink();

@@ -49,18 +49,6 @@ net::SockAddr addrFrom(const uint8_t* bytes, uint32_t len) {
   return a;
 }
 
-Status agree(Bootstrap& bootstrap, const Status& mine, const char* step) {
-  std::vector<int32_t> codes(bootstrap.nranks());
-  codes[bootstrap.rank()] = mine.code();
-  WEFT_RETURN_IF_ERROR(bootstrap.allGather(codes.data(), sizeof(int32_t)));
-  if (!mine.isOk()) return mine;
-  for (int r = 0; r < bootstrap.nranks(); ++r)
-    if (codes[r] != weftSuccess)
-      return makeError(static_cast<weftResult_t>(codes[r]),
-                       "rank %d failed to %s (see that rank's error)", r, step);
-  return Status::ok();
-}
-
 }  // namespace
 
 TcpOptions TcpOptions::fromEnv(size_t slotBytes) {
@@ -306,7 +294,7 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
     std::memcpy(addrs[rank].bytes, &t->listenAddr_.storage,
                 std::min<size_t>(t->listenAddr_.len, sizeof addrs[rank].bytes));
   }
-  WEFT_RETURN_IF_ERROR(agree(bootstrap, st, "listen for TCP connections"));
+  WEFT_RETURN_IF_ERROR(bootstrap.agree(st, "listen for TCP connections"));
   WEFT_RETURN_IF_ERROR(bootstrap.allGather(addrs.data(), sizeof(Addr)));
 
   const uint64_t token = tcp::connectionToken(bootstrap.secret());
@@ -440,7 +428,7 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
     }
   }
   for (const Pending& p : pending) ::close(p.fd);
-  WEFT_RETURN_IF_ERROR(agree(bootstrap, st, "set up its TCP connections"));
+  WEFT_RETURN_IF_ERROR(bootstrap.agree(st, "set up its TCP connections"));
 
   // Step 4: channels and the epoll set.
   t->epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -475,7 +463,7 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
                      options.slots, options.slotBytes, p);
     t->sendList_.push_back(t->send_[p].get());
   }
-  WEFT_RETURN_IF_ERROR(agree(bootstrap, st, "allocate its TCP buffers"));
+  WEFT_RETURN_IF_ERROR(bootstrap.agree(st, "allocate its TCP buffers"));
   WEFT_INFO(kLogNet,
             "tcp transport: listening on %s, %zu peers, %u sockets per peer, %u slots of %zu KiB",
             t->listenAddr_.toString().c_str(), t->sendList_.size(), options.nsocks, options.slots,
