@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test; then the same tests
-# again in an AddressSanitizer + UndefinedBehaviorSanitizer build.
-# Exits non-zero on any failure.
+# again in an AddressSanitizer + UndefinedBehaviorSanitizer build, the
+# threaded tests under ThreadSanitizer, the libFuzzer targets
+# (WEFT_FUZZ_SECONDS each, default 60) and a soak (WEFT_SOAK_SECONDS,
+# default 120). Exits non-zero on any failure.
 #
 #   scripts/test.sh [--quick]
 #
-#   --quick   skip the sanitizer builds
+#   --quick   Release tests only: no sanitizers, fuzzing or soak
 #
-# Build trees: build/ (Release), build-asan/ (RelWithDebInfo, no perf) and
-# build-tsan/ (engine, async and reliability tests under ThreadSanitizer).
+# Build trees: build/ (Release), build-asan/ (RelWithDebInfo, no perf),
+# build-tsan/ (engine, async, reliability and TCP wire tests under
+# ThreadSanitizer) and build-fuzz/ (clang, libFuzzer).
 set -euo pipefail
 
 usage() { sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
