@@ -14,7 +14,7 @@
 # ThreadSanitizer) and build-fuzz/ (clang, libFuzzer).
 set -euo pipefail
 
-usage() { sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 quick=0
 for arg in "$@"; do
