@@ -34,6 +34,10 @@ Status chainBroadcast(CollContext& ctx, const CollArgs& a) {
   Progress progress(ctx.health());
   const size_t chunk = algo::chunkBytes(ctx, a, es);
 
+  if (prev && prev->canLand()) {
+    for (size_t off = 0; off < total; off += chunk)
+      prev->land(out + off, std::min(chunk, total - off));
+  }
   for (size_t off = 0; off < total; off += chunk) {
     const size_t bytes = std::min(chunk, total - off);
     const void* src;
@@ -42,11 +46,16 @@ Status chainBroadcast(CollContext& ctx, const CollArgs& a) {
     } else {
       src = in + off;
     }
+    // Forwarded from where it stays put until the call returns: the
+    // received bytes once copied into place (the root's input as it is).
+    if (src != out + off && prev) {
+      kernels::copyOut(out + off, src, bytes, total);
+      src = out + off;
+    }
     if (next) {
       void* slot;
       WEFT_RETURN_IF_ERROR(acquireSlot(*next, progress, &slot));
-      std::memcpy(slot, src, bytes);
-      next->commit(bytes);
+      next->commitFrom(slot, src, bytes);
     }
     if (src != out + off) kernels::copyOut(out + off, src, bytes, total);
     if (prev) prev->release();

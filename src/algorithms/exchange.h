@@ -51,14 +51,21 @@ Status exchange(CollContext& ctx, Progress& progress, size_t chunk, int to, cons
   SendChannel* tx = sendBytes ? &ctx.sendTo(to) : nullptr;
   RecvChannel* rx = recvBytes ? &ctx.recvFrom(from) : nullptr;
   size_t sent = 0, got = 0;
-  while (sent < sendBytes || got < recvBytes) {
+  // Ungated sends may go from src itself (SendChannel::commitFrom): the
+  // caller can reuse src (Bruck repacks it) once this returns, so it returns
+  // only when nothing reads src any more.
+  while (sent < sendBytes || got < recvBytes || (tx && !gate && tx->sourcesInUse())) {
     bool moved = false;
     while (sent < sendBytes) {
       void* slot = tx->tryAcquire();
       if (!slot) break;
       const size_t c = std::min(chunk, sendBytes - sent);
-      std::memcpy(slot, src + sent, c);
-      tx->commit(c);
+      if (gate) {  // the receive may overwrite src as soon as this returns
+        std::memcpy(slot, src + sent, c);
+        tx->commit(c);
+      } else {
+        tx->commitFrom(slot, src + sent, c);
+      }
       sent += c;
       moved = true;
     }

@@ -138,6 +138,17 @@ Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
   for (int key = 0; key < 2 * n; ++key) {
     if (head[key] >= 0) active.push_back(key);
   }
+  // Over TCP every chunk of every receive is read from the socket straight
+  // into place.
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == r || head[2 * peer] < 0 || !ctx.recvFrom(peer).canLand()) continue;
+    RecvChannel& ch = ctx.recvFrom(peer);
+    for (int i = head[2 * peer]; i >= 0; i = nextOp[i]) {
+      char* buf = static_cast<char*>(ops[i].buf);
+      for (size_t off = 0; off < ops[i].bytes; off += chunk)
+        ch.land(buf + off, std::min(chunk, ops[i].bytes - off));
+    }
+  }
 
   Progress progress(ctx.health());
   while (!active.empty()) {
@@ -167,8 +178,7 @@ Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
             continue;
           }
           const size_t c = std::min(chunk, op.bytes - done[i]);
-          std::memcpy(slot, static_cast<const char*>(op.buf) + done[i], c);
-          ch.commit(c);
+          ch.commitFrom(slot, static_cast<const char*>(op.buf) + done[i], c);
           moved = true;
           if ((done[i] += c) == op.bytes) i = nextOp[i];
         }
@@ -193,7 +203,8 @@ Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
           }
           const size_t c = std::min(chunk, op.bytes - done[i]);
           if (have != c) return algo::sizeMismatch(have, c);
-          kernels::copyOut(static_cast<char*>(op.buf) + done[i], data, c, op.bytes);
+          char* dst = static_cast<char*>(op.buf) + done[i];
+          if (data != dst) kernels::copyOut(dst, data, c, op.bytes);
           ch.release();
           moved = true;
           if ((done[i] += c) == op.bytes) i = nextOp[i];

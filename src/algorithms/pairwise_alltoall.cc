@@ -30,6 +30,12 @@ Status exchange(CollContext& ctx, Progress& progress, int to, const char* src, i
   SendChannel& tx = ctx.sendTo(to);
   RecvChannel& rx = ctx.recvFrom(from);
   const size_t chunk = ctx.chunkBytes();
+  // Gated, the receive overwrites what is sent: each chunk is copied into
+  // the slot. Otherwise chunks go from and come into place (TCP).
+  if (!gate && rx.canLand()) {
+    for (size_t off = 0; off < bytes; off += chunk)
+      rx.land(dst + off, std::min(chunk, bytes - off));
+  }
   size_t sent = 0, got = 0;
   while (sent < bytes || got < bytes) {
     bool moved = false;
@@ -37,8 +43,12 @@ Status exchange(CollContext& ctx, Progress& progress, int to, const char* src, i
       void* slot = tx.tryAcquire();
       if (!slot) break;
       const size_t c = std::min(chunk, bytes - sent);
-      std::memcpy(slot, src + sent, c);
-      tx.commit(c);
+      if (gate) {
+        std::memcpy(slot, src + sent, c);
+        tx.commit(c);
+      } else {
+        tx.commitFrom(slot, src + sent, c);
+      }
       sent += c;
       moved = true;
     }
@@ -48,7 +58,7 @@ Status exchange(CollContext& ctx, Progress& progress, int to, const char* src, i
       if (!data) break;
       const size_t c = std::min(chunk, bytes - got);
       if (have != c || rx.peekedPublished()) return algo::sizeMismatch(have, c);
-      kernels::copyOut(dst + got, data, c, bytes * ctx.nranks());
+      if (data != dst + got) kernels::copyOut(dst + got, data, c, bytes * ctx.nranks());
       rx.release();
       got += c;
       moved = true;

@@ -34,25 +34,32 @@ Status ringAllGather(CollContext& ctx, const CollArgs& a) {
   Progress progress(ctx.health());
   const size_t chunkElems = ctx.chunkBytes() / es;
 
+  auto dstAt = [&](int b, size_t off) {
+    return out + static_cast<size_t>(b) * blockBytes + off * es;
+  };
+  if (prev.canLand()) {
+    for (size_t off = 0; off < count; off += chunkElems)
+      for (int t = 1; t < n; ++t)
+        prev.land(dstAt(algo::mod(r - t, n), off), std::min(chunkElems, count - off) * es);
+  }
+
   for (size_t off = 0; off < count; off += chunkElems) {
     const size_t bytes = std::min(chunkElems, count - off) * es;
     void* slot;
     WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-    std::memcpy(slot, in + off * es, bytes);
-    next.commit(bytes);
+    next.commitFrom(slot, in + off * es, bytes);
 
     for (int t = 1; t < n; ++t) {
-      const int b = algo::mod(r - t, n);
+      char* dst = dstAt(algo::mod(r - t, n), off);
       const void* incoming;
       WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, bytes, &incoming));
+      if (incoming != dst) kernels::copyOut(dst, incoming, bytes, blockBytes * n);
+      prev.release();
+      // Forwarded from its place in the output, which nothing writes again.
       if (t < n - 1) {
         WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-        std::memcpy(slot, incoming, bytes);
-        next.commit(bytes);
+        next.commitFrom(slot, dst, bytes);
       }
-      kernels::copyOut(out + static_cast<size_t>(b) * blockBytes + off * es, incoming, bytes,
-                       blockBytes * n);
-      prev.release();
     }
   }
   return Status::ok();

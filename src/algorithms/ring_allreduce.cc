@@ -41,6 +41,21 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
   RecvChannel& prev = ctx.recvFrom(mod(r - 1));
   Progress progress(ctx.health());
 
+  // Over TCP the all-gather's blocks are read from the socket straight into
+  // place: every slot this call receives is named in order, those of the
+  // reduce-scatter (added into a slot) with no address.
+  if (prev.canLand()) {
+    for (size_t off = 0; off < perBlock; off += chunkElems) {
+      for (int s = 1; s < n; ++s)
+        if (off < blockLen(mod(r - s))) prev.land(nullptr, 0);
+      for (int t = 1; t < n; ++t) {
+        const int b = mod(r + 1 - t);
+        if (off < blockLen(b))
+          prev.land(out + (blockStart(b) + off) * es, std::min(chunkElems, blockLen(b) - off) * es);
+      }
+    }
+  }
+
   for (size_t off = 0; off < perBlock; off += chunkElems) {
     auto len = [&](int b) -> size_t {
       const size_t bl = blockLen(b);
@@ -55,8 +70,12 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
     if (const size_t c = len(r)) {
       void* slot;
       WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-      contribute(slot, inAt(r), c, a);
-      next.commit(c * es);
+      if (a.op.preMul) {
+        contribute(slot, inAt(r), c, a);
+        next.commit(c * es);
+      } else {
+        next.commitFrom(slot, inAt(r), c * es);
+      }
     }
     for (int s = 1; s < n; ++s) {
       const int b = mod(r - s);
@@ -83,14 +102,14 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
       if (c == 0) continue;
       const void* incoming;
       WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, c * es, &incoming));
-      kernels::copyOut(outAt(b), incoming, c * es, a.count * es);
+      if (incoming != outAt(b)) kernels::copyOut(outAt(b), incoming, c * es, a.count * es);
+      prev.release();
+      // Forwarded from its place in the output, which nothing writes again.
       if (t < n - 1) {
         void* slot;
         WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-        std::memcpy(slot, incoming, c * es);
-        next.commit(c * es);
+        next.commitFrom(slot, outAt(b), c * es);
       }
-      prev.release();
     }
   }
   return Status::ok();

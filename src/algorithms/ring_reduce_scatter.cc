@@ -43,8 +43,12 @@ Status ringReduceScatter(CollContext& ctx, const CollArgs& a) {
 
     void* slot;
     WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-    contribute(slot, inAt(algo::mod(r - 1, n)), c, a);
-    next.commit(c * es);
+    if (a.op.preMul) {
+      contribute(slot, inAt(algo::mod(r - 1, n)), c, a);
+      next.commit(c * es);
+    } else {
+      next.commitFrom(slot, inAt(algo::mod(r - 1, n)), c * es);
+    }
 
     for (int s = 1; s < n; ++s) {
       const int b = algo::mod(r - 1 - s, n);

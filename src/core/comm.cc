@@ -68,6 +68,7 @@ Status runColl(weftComm* comm, CollCall& call, const std::atomic<int64_t>* deadl
   Status st =
       comm->checkCalls ? checkCallMatches(comm, call, comm->collSeq, &mismatch) : Status::ok();
   if (st.isOk()) st = alg.run(comm->context, args);
+  comm->transport->endCollective();
   if (st.isOk()) st = comm->transport->flush([comm] { return comm->health.check(); });
   // A mismatch found by WEFT_CHECK is seen alike by every rank before any
   // data moved: the communicator stays usable.
@@ -367,6 +368,7 @@ Status commRunTask(weftComm* comm, Task& task) {
     comm->health.beginCollective(task.deadline);
     comm->flight->start(task.p2pFlightSeq, true, "p2p");
     Status st = runP2P(comm->context, task.p2p);
+    comm->transport->endCollective();
     if (st.isOk()) st = comm->transport->flush([comm] { return comm->health.check(); });
     if (!st.isOk()) commFail(comm, st);
     comm->flight->finish(task.p2pFlightSeq, true, st);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 #include "base/status.h"
 
@@ -24,6 +25,19 @@ class SendChannel {
   // Publishes the acquired slot holding `bytes` (<= slotBytes()) bytes.
   virtual void commit(size_t bytes) = 0;
   virtual size_t slotBytes() const = 0;
+
+  // Commits the acquired `slot` with `bytes` taken from `src`. A transport
+  // that can send straight from the caller's memory (TCP: the socket reads
+  // `src`) skips the copy into the slot; `src` must then stay unchanged until
+  // drained() or the end of the collective (Transports::flush). Use it only
+  // where the collective never writes `src` before then.
+  virtual void commitFrom(void* slot, const void* src, size_t bytes) {
+    if (bytes > 0 && slot != src) std::memcpy(slot, src, bytes);
+    commit(bytes);
+  }
+  // True while some commitFrom() source may still be read (moves what it
+  // can first); false once the caller may write those sources again.
+  virtual bool sourcesInUse() { return false; }
 
   // Single copy. Where the transport can let the receiver read this
   // process's memory (cross-memory attach), publish() puts a reference to
@@ -62,6 +76,18 @@ class RecvChannel {
   virtual Status readPublished(void* dst, size_t offset, size_t bytes) {
     return Status(weftInternalError, "this channel has no single-copy path");
   }
+
+  // Landing. A transport that reads from a socket can put a coming slot's
+  // payload straight where the algorithm wants it, and tryPeek() then returns
+  // that address (compare it with the destination to skip the copy). Each
+  // land() names the next slot not yet named, counting from the oldest
+  // unreleased one; dst == nullptr keeps that slot in the channel's buffer.
+  // A payload larger than `capacity`, or one already received, stays in the
+  // buffer. clearLandings() forgets every name (end of a collective): no
+  // byte is written to a named address after it.
+  virtual bool canLand() const { return false; }
+  virtual void land(void* dst, size_t capacity) {}
+  virtual void clearLandings() {}
 
   // True when the last tryPeek() found nothing (see SendChannel::stalled).
   bool stalled() const { return stalled_; }

@@ -64,6 +64,11 @@ class Transports {
   // kernel (a collective must not return with bytes only in staging slots:
   // nobody would send them). `check` is asked while nothing moves.
   Status flush(const std::function<Status()>& check);
+  // After every collective: no received byte goes to an address it named
+  // (RecvChannel::land) from now on.
+  void endCollective() {
+    if (tcp_) tcp_->clearLandings();
+  }
 
  private:
   Transports() = default;

@@ -73,6 +73,7 @@ TcpSendChannel::TcpSendChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions&
       slotBytes_(o.slotBytes),
       buf_(new (std::nothrow) char[o.slots * o.slotBytes]),
       headers_(o.slots),
+      payload_(o.slots, nullptr),
       socks_(o.nsocks) {
   for (uint32_t k = 0; k < nsocks_; ++k) socks_[k].nextSeq = k;
 }
@@ -94,6 +95,15 @@ void* TcpSendChannel::tryAcquire() {
 }
 
 void TcpSendChannel::commit(size_t bytes) {
+  queue(bytes, buf_.get() + (head_ % nslots_) * slotBytes_);
+}
+
+void TcpSendChannel::commitFrom(void* /*slot*/, const void* src, size_t bytes) {
+  queue(bytes, static_cast<const char*>(src));
+}
+
+void TcpSendChannel::queue(size_t bytes, const char* src) {
+  payload_[head_ % nslots_] = src;
   tcp::FrameHeader& h = headers_[head_ % nslots_];
   h.magic = tcp::kFrameMagic;
   h.version = tcp::kWireVersion;
@@ -117,7 +127,17 @@ bool TcpSendChannel::drained() {
 }
 
 bool TcpSendChannel::progress() {
-  if (peer_.stopped()) return false;
+  // Once the communicator is poisoned nothing more is sent: a failed
+  // collective's sends may point into memory its caller has taken back.
+  if (peer_.stopped() || t_.abortedBy() != 0) {
+    // Nothing will be written: stop asking epoll for writability, which
+    // would otherwise report the socket ready on every poll.
+    for (uint32_t k = 0; k < nsocks_; ++k) {
+      if (socks_[k].armed && !peer_.stopped()) t_.setInterest(peer_.sendFds[k], 0);
+      socks_[k].armed = false;
+    }
+    return false;
+  }
   bool moved = false;
   for (uint32_t k = 0; k < nsocks_; ++k) {
     Sock& s = socks_[k];
@@ -130,9 +150,9 @@ bool TcpSendChannel::progress() {
       if (s.offset < sizeof h) {
         iov[n++] = {const_cast<char*>(reinterpret_cast<const char*>(&h)) + s.offset,
                     sizeof h - s.offset};
-        iov[n++] = {buf_.get() + slot * slotBytes_, h.bytes};
+        iov[n++] = {const_cast<char*>(payload_[slot]), h.bytes};
       } else {
-        iov[n++] = {buf_.get() + slot * slotBytes_ + (s.offset - sizeof h), total - s.offset};
+        iov[n++] = {const_cast<char*>(payload_[slot]) + (s.offset - sizeof h), total - s.offset};
       }
       msghdr msg{};
       msg.msg_iov = iov;
@@ -175,6 +195,7 @@ TcpRecvChannel::TcpRecvChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions&
       slotBytes_(o.slotBytes),
       buf_(new (std::nothrow) char[o.slots * o.slotBytes]),
       bytes_(o.slots),
+      landedAt_(o.slots, nullptr),
       socks_(o.nsocks) {
   for (uint32_t k = 0; k < nsocks_; ++k) socks_[k].nextSeq = k;
 }
@@ -187,10 +208,35 @@ const void* TcpRecvChannel::tryPeek(size_t* bytes) {
     if (stalled_) return nullptr;
   }
   *bytes = bytes_[tail_ % nslots_];
+  if (char* landed = landedAt_[tail_ % nslots_]) return landed;
   return buf_.get() + (tail_ % nslots_) * slotBytes_;
 }
 
+void TcpRecvChannel::land(void* dst, size_t capacity) {
+  landings_.push_back({static_cast<char*>(dst), capacity});
+}
+
+void TcpRecvChannel::clearLandings() {
+  landings_.clear();
+  // Only a collective that failed leaves named slots behind; a payload still
+  // on its way to a named address finishes in the slot instead, so nothing
+  // is written to the caller's memory after this.
+  for (Sock& s : socks_) {
+    const uint32_t slot = static_cast<uint32_t>(s.nextSeq % nslots_);
+    if (s.inPayload && s.dest != nullptr && landedAt_[slot] != nullptr) {
+      char* inSlot = buf_.get() + slot * slotBytes_;
+      s.dest = inSlot;
+      landedAt_[slot] = nullptr;
+    }
+  }
+  for (uint64_t seq = tail_; seq < tail_ + nslots_; ++seq) {
+    if (filled(seq)) landedAt_[seq % nslots_] = nullptr;
+  }
+}
+
 void TcpRecvChannel::release() {
+  landedAt_[tail_ % nslots_] = nullptr;
+  if (!landings_.empty()) landings_.pop_front();
   ++tail_;
   // A socket whose slots were all full was taken out of the epoll set (it
   // stays readable, which would end every wait at once): it can read again.
@@ -237,9 +283,16 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
       s.payload = h.bytes;
       s.got = 0;
       s.inPayload = true;
+      s.dest = slot;
+      const uint64_t named = s.nextSeq - tail_;
+      if (named < landings_.size()) {
+        const Landing& l = landings_[named];
+        if (l.dst != nullptr && h.bytes <= l.capacity) s.dest = l.dst;
+      }
+      landedAt_[s.nextSeq % nslots_] = s.dest == slot ? nullptr : s.dest;
     }
     if (s.got < s.payload) {
-      const ssize_t n = ::recv(fd, slot + s.got, s.payload - s.got, MSG_DONTWAIT);
+      const ssize_t n = ::recv(fd, s.dest + s.got, s.payload - s.got, MSG_DONTWAIT);
       if (n <= 0) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -645,6 +698,11 @@ void TcpTransport::sendControl(tcp::FrameType type, uint64_t seq) {
     // The control socket carries a few frames ever: its buffer has room.
     (void)::send(p.ctrlOut, &h, sizeof h, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
+}
+
+void TcpTransport::clearLandings() {
+  for (auto& ch : recv_)
+    if (ch) ch->clearLandings();
 }
 
 void TcpTransport::poison(int byRank, weftResult_t why) {

@@ -18,6 +18,12 @@
 // kClose (this rank leaves normally). EOF or an error on any socket of a peer
 // without a kClose first means the peer died.
 //
+// Fewer copies: commitFrom() sends straight from the algorithm's memory
+// (sendmsg gathers the header and the caller's bytes), and land() lets a
+// receive read a payload from the socket straight into its destination, so
+// a byte moved between user buffers is copied twice (once by each kernel),
+// as by iperf3, not four times.
+//
 // MSG_ZEROCOPY is not used: on loopback and veth the kernel copies anyway
 // (the pages are not handed to a NIC), and completions cost an extra syscall
 // per send; for 256 KiB chunks a copy into the socket buffer is cheaper.
@@ -25,6 +31,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,7 +78,12 @@ class TcpSendChannel final : public SendChannel {
   TcpSendChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions& o);
   void* tryAcquire() override;
   void commit(size_t bytes) override;
+  void commitFrom(void* slot, const void* src, size_t bytes) override;
   size_t slotBytes() const override { return slotBytes_; }
+  bool sourcesInUse() override {
+    progress();
+    return pending();
+  }
   bool drained() override;
   bool ok() const { return buf_ != nullptr; }
   // Writes what the sockets take; true if any byte moved.
@@ -85,12 +97,14 @@ class TcpSendChannel final : public SendChannel {
     bool armed = false;  // registered for EPOLLOUT
   };
   bool slotFree(uint64_t seq) const;
+  void queue(size_t bytes, const char* src);
   TcpTransport& t_;
   TcpPeer& peer_;
   uint32_t nslots_, nsocks_;
   size_t slotBytes_;
   std::unique_ptr<char[]> buf_;
   std::vector<tcp::FrameHeader> headers_;  // per slot
+  std::vector<const char*> payload_;       // per slot: the bytes to send (the slot or the caller's)
   std::vector<Sock> socks_;
   uint64_t head_ = 0;  // next slot to hand out
 };
@@ -100,6 +114,9 @@ class TcpRecvChannel final : public RecvChannel {
   TcpRecvChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions& o);
   const void* tryPeek(size_t* bytes) override;
   void release() override;
+  bool canLand() const override { return true; }
+  void land(void* dst, size_t capacity) override;
+  void clearLandings() override;
   bool ok() const { return buf_ != nullptr; }
   // Reads what socket k has for the free slots; true if any byte moved.
   bool progressSocket(uint32_t k);
@@ -112,8 +129,9 @@ class TcpRecvChannel final : public RecvChannel {
     size_t got = 0;  // bytes of the header or payload read so far
     unsigned char header[sizeof(tcp::FrameHeader)] = {};
     size_t payload = 0;
-    bool ended = false;   // EOF or error: nothing more comes on it
-    bool paused = false;  // out of the epoll set while its slots are full
+    char* dest = nullptr;  // where the payload being read goes
+    bool ended = false;    // EOF or error: nothing more comes on it
+    bool paused = false;   // out of the epoll set while its slots are full
   };
   bool filled(uint64_t seq) const { return socks_[seq % nsocks_].nextSeq > seq; }
   TcpTransport& t_;
@@ -121,7 +139,13 @@ class TcpRecvChannel final : public RecvChannel {
   uint32_t nslots_, nsocks_;
   size_t slotBytes_;
   std::unique_ptr<char[]> buf_;
-  std::vector<size_t> bytes_;  // per slot
+  std::vector<size_t> bytes_;    // per slot
+  std::vector<char*> landedAt_;  // per slot: where its payload went (nullptr: the slot)
+  struct Landing {
+    char* dst;
+    size_t capacity;
+  };
+  std::deque<Landing> landings_;  // [i] names slot tail_ + i
   std::vector<Sock> socks_;
   uint64_t tail_ = 0;  // next slot to read
 };
@@ -147,6 +171,8 @@ class TcpTransport {
   // Blocks up to ns nanoseconds for socket activity, then progresses.
   void wait(long ns);
   bool pendingSends() const;
+  // RecvChannel::clearLandings on every channel.
+  void clearLandings();
 
   int abortedBy() const { return abortedBy_.load(std::memory_order_acquire); }
   // Why (weftTimeout, weftRemoteError, ...); weftSuccess while not poisoned.
