@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Two "hosts" (network namespaces) joined by one veth pair: raw TCP
-# throughput (iperf3, several streams, large writes) against weft's
+# throughput (iperf3, several streams, large writes; one direction, and both
+# directions at once) against weft's
 # sendrecv_perf and all_reduce_perf busbw at one size, in one run, and the
 # ratios. Optionally with the veth throttled (tc tbf) to given rates.
 #
@@ -69,17 +70,36 @@ throttle() {  # rate or "none"
   done
 }
 
-# iperf3 throughput A -> B in GB/s (1e9 bytes/s).
-iperf_gbs() {
-  ip netns exec "$nsB" iperf3 -s -1 -B $ipB >/dev/null 2>&1 &
-  local srv=$!
-  local json=$tmp/iperf.json
-  for _ in $(seq 50); do
-    ip netns exec "$nsA" iperf3 -c $ipB -P "$STREAMS" -l 1M -t "$SECONDS_IPERF" -J >"$json" 2>/dev/null && break
-    sleep 0.1
+# iperf3 throughput in GB/s (1e9 bytes/s): A -> B alone, or with "bidir"
+# A -> B and B -> A at once, by two iperf3 pairs (Debian's iperf3 runs one
+# thread per process, so its own --bidir would put both directions on one
+# core), printing the mean of the two directions: what each direction of a
+# sendrecv or allreduce, which send both ways at once, can get.
+iperf_gbs() {  # [bidir]
+  local dirs=("$nsA $nsB $ipB 5201")
+  [[ ${1:-} == bidir ]] && dirs+=("$nsB $nsA $ipA 5202")
+  local pids=() i=0
+  for d in "${dirs[@]}"; do
+    set -- $d
+    ip netns exec "$2" iperf3 -s -1 -B "$3" -p "$4" >/dev/null 2>&1 &
   done
-  wait $srv 2>/dev/null || true
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.3f" % (d["end"]["sum_received"]["bits_per_second"]/8e9))' "$json"
+  for d in "${dirs[@]}"; do
+    set -- $d
+    (for _ in $(seq 50); do
+       ip netns exec "$1" iperf3 -c "$3" -p "$4" -P "$STREAMS" -l 1M -t "$SECONDS_IPERF" -J \
+         >"$tmp/iperf$i.json" 2>/dev/null && break
+       sleep 0.1
+     done) &
+    pids+=($!)
+    i=$((i + 1))
+  done
+  wait "${pids[@]}" || true
+  wait 2>/dev/null || true
+  python3 -c '
+import json, sys
+rates = [json.load(open(f))["end"]["sum_received"]["bits_per_second"] for f in sys.argv[1:]]
+print("%.3f" % (sum(rates) / len(rates) / 8e9))' "$tmp"/iperf[0-9].json
+  rm -f "$tmp"/iperf[0-9].json
 }
 
 # busbw (GB/s) of a weft perf binary, rank 0 in A and rank 1 in B.
@@ -96,17 +116,21 @@ weft_busbw() {  # program, rendezvous port
 }
 
 printf '# weft over TCP between two network namespaces (veth), size %s, %s iperf3 streams\n' "$SIZE" "$STREAMS"
-printf '%-8s %12s %14s %10s %14s %10s\n' rate iperf3_GB/s sendrecv_GB/s ratio allreduce_GB/s ratio
+printf '# iperf3: one direction; iperf3_bidir: per direction with both at once. weft busbw counts one direction\n'
+printf '# of each link while both carry data, so /bidir is the like-for-like ratio; /uni the strict one.\n'
+printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir
 runs=0
 for rate in $RATES; do
   throttle
   raw=$(iperf_gbs)
+  bidir=$(iperf_gbs bidir)
   sr=$(weft_busbw sendrecv_perf $((29500 + ++runs)))
   ar=$(weft_busbw all_reduce_perf $((29500 + ++runs)))
-  python3 - "$rate" "$raw" "$sr" "$ar" <<'PY'
+  python3 - "$rate" "$raw" "$bidir" "$sr" "$ar" <<'PY'
 import sys
-rate, raw, sr, ar = sys.argv[1], *map(float, sys.argv[2:])
-ratio = lambda x: x / raw if raw > 0 else float("nan")
-print("%-8s %12.3f %14.3f %10.2f %14.3f %10.2f" % (rate, raw, sr, ratio(sr), ar, ratio(ar)))
+rate, raw, bidir, sr, ar = sys.argv[1], *map(float, sys.argv[2:])
+ratio = lambda x, ref: x / ref if ref > 0 else float("nan")
+print("%-8s %8.3f %8.3f %10.3f %8.2f %8.2f %11.3f %8.2f %8.2f" % (
+    rate, raw, bidir, sr, ratio(sr, raw), ratio(sr, bidir), ar, ratio(ar, raw), ratio(ar, bidir)))
 PY
 done
