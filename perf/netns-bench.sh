@@ -12,10 +12,14 @@
 #   RATES="none 10gbit 1gbit"   link rates to test ("none": unthrottled veth)
 #   STREAMS=4       iperf3 parallel streams;  SECONDS_IPERF=5  iperf3 duration
 #   ITERS=20 WARMUP=5           weft iterations
+#   PER_HOST=1      weft ranks per namespace (2: shm inside each "host", TCP
+#                   between them; the tuner then runs hier allreduce). busbw
+#                   is nccl-tests' (2(n-1)/n * algbw for allreduce), so with
+#                   n = 4 it counts more than what crosses the veth.
 #   WEFT_*          passed to the ranks (e.g. WEFT_NSOCKS_PERTHREAD=4)
 #
 # Needs root, iproute2, iperf3 (scripts/setup.sh installs it). Ranks are
-# started one per namespace with WEFT_RANK/WEFT_WORLD_SIZE/WEFT_ADDR, as a
+# started PER_HOST per namespace with WEFT_RANK/WEFT_WORLD_SIZE/WEFT_ADDR, as a
 # multi-host launcher would. Everything is removed on exit, also on failure.
 set -euo pipefail
 
@@ -28,6 +32,7 @@ STREAMS=${STREAMS:-4}
 SECONDS_IPERF=${SECONDS_IPERF:-5}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
+PER_HOST=${PER_HOST:-1}
 
 [[ $(id -u) -eq 0 ]] || { echo "netns-bench: needs root (ip netns)" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "netns-bench: iperf3 missing (scripts/setup.sh)" >&2; exit 1; }
@@ -105,17 +110,23 @@ print("%.3f" % (sum(rates) / len(rates) / 8e9))' "$tmp"/iperf[0-9].json
 # busbw (GB/s) of a weft perf binary, rank 0 in A and rank 1 in B.
 weft_busbw() {  # program, rendezvous port
   local prog=$1 port=$2
-  local env=(WEFT_WORLD_SIZE=2 WEFT_ADDR=$ipA:$port WEFT_SECRET=netns-bench-$$)
+  local env=(WEFT_WORLD_SIZE=$((2 * PER_HOST)) WEFT_ADDR=$ipA:$port WEFT_SECRET=netns-bench-$$)
   while IFS='=' read -r k v; do env+=("$k=$v"); done < <(env | grep '^WEFT_' | grep -v -e '^WEFT_RANK=' -e '^WEFT_WORLD_SIZE=' -e '^WEFT_ADDR=' || true)
-  ip netns exec "$nsB" env "${env[@]}" WEFT_RANK=1 "$bin/$prog" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w "$WARMUP" >"$tmp/r1.txt" 2>&1 &
-  local r1=$!
-  ip netns exec "$nsA" env "${env[@]}" WEFT_RANK=0 "$bin/$prog" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w "$WARMUP" >"$tmp/r0.txt" 2>&1 || {
-    echo "netns-bench: $prog failed:" >&2; cat "$tmp/r0.txt" "$tmp/r1.txt" >&2; return 1; }
-  wait $r1
+  local pids=() r ns
+  for ((r = 2 * PER_HOST - 1; r >= 1; r--)); do
+    ns=$nsA; ((r >= PER_HOST)) && ns=$nsB
+    ip netns exec "$ns" env "${env[@]}" WEFT_RANK=$r WEFT_LOCAL_RANK=$((r % PER_HOST)) WEFT_LOCAL_SIZE=$PER_HOST \
+      "$bin/$prog" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w "$WARMUP" >"$tmp/r$r.txt" 2>&1 &
+    pids+=($!)
+  done
+  ip netns exec "$nsA" env "${env[@]}" WEFT_RANK=0 WEFT_LOCAL_RANK=0 WEFT_LOCAL_SIZE=$PER_HOST \
+    "$bin/$prog" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w "$WARMUP" >"$tmp/r0.txt" 2>&1 || {
+    echo "netns-bench: $prog failed:" >&2; cat "$tmp"/r*.txt >&2; return 1; }
+  wait "${pids[@]}"
   awk '/Avg bus bandwidth/ {print $NF}' "$tmp/r0.txt"
 }
 
-printf '# weft over TCP between two network namespaces (veth), size %s, %s iperf3 streams\n' "$SIZE" "$STREAMS"
+printf '# weft over TCP between two network namespaces (veth), size %s, %s iperf3 streams, %s rank(s) per namespace\n' "$SIZE" "$STREAMS" "$PER_HOST"
 printf '# iperf3: one direction; iperf3_bidir: per direction with both at once. weft busbw counts one direction\n'
 printf '# of each link while both carry data, so /bidir is the like-for-like ratio; /uni the strict one.\n'
 printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir

@@ -42,14 +42,20 @@ inline size_t chunkFor(const CollContext& ctx, size_t elemBytes) {
 // released afterwards. to/from < 0 (or a zero size) skips that direction.
 // With `gate`, the chunk at offset o is handed over only once the chunk at o
 // went out: the receive may then overwrite what is being sent (same layout
-// both ways).
+// both ways). With `landAt` (ungated only), chunk o may arrive straight at
+// landAt + o (RecvChannel::land): onChunk's data is then that address.
 template <class OnChunk>
 Status exchange(CollContext& ctx, Progress& progress, size_t chunk, int to, const char* src,
-                size_t sendBytes, int from, size_t recvBytes, bool gate, OnChunk&& onChunk) {
+                size_t sendBytes, int from, size_t recvBytes, bool gate, OnChunk&& onChunk,
+                char* landAt = nullptr) {
   if (to < 0) sendBytes = 0;
   if (from < 0) recvBytes = 0;
   SendChannel* tx = sendBytes ? &ctx.sendTo(to) : nullptr;
   RecvChannel* rx = recvBytes ? &ctx.recvFrom(from) : nullptr;
+  if (rx && landAt && !gate && rx->canLand()) {
+    for (size_t off = 0; off < recvBytes; off += chunk)
+      rx->land(landAt + off, std::min(chunk, recvBytes - off));
+  }
   size_t sent = 0, got = 0;
   // Ungated sends may go from src itself (SendChannel::commitFrom): the
   // caller can reuse src (Bruck repacks it) once this returns, so it returns

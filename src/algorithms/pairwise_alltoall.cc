@@ -16,63 +16,11 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/detail.h"
+#include "algorithms/exchange.h"
 #include "base/dtype.h"
 #include "kernels/reduce.h"
 
 namespace weft {
-
-namespace {
-
-// Sends `bytes` from src to `to` while receiving `bytes` from `from` into dst.
-// With `gate`, chunk k is received only after chunk k was sent.
-Status exchange(CollContext& ctx, Progress& progress, int to, const char* src, int from, char* dst,
-                size_t bytes, bool gate) {
-  SendChannel& tx = ctx.sendTo(to);
-  RecvChannel& rx = ctx.recvFrom(from);
-  const size_t chunk = ctx.chunkBytes();
-  // Gated, the receive overwrites what is sent: each chunk is copied into
-  // the slot. Otherwise chunks go from and come into place (TCP).
-  if (!gate && rx.canLand()) {
-    for (size_t off = 0; off < bytes; off += chunk)
-      rx.land(dst + off, std::min(chunk, bytes - off));
-  }
-  size_t sent = 0, got = 0;
-  while (sent < bytes || got < bytes) {
-    bool moved = false;
-    while (sent < bytes) {
-      void* slot = tx.tryAcquire();
-      if (!slot) break;
-      const size_t c = std::min(chunk, bytes - sent);
-      if (gate) {
-        std::memcpy(slot, src + sent, c);
-        tx.commit(c);
-      } else {
-        tx.commitFrom(slot, src + sent, c);
-      }
-      sent += c;
-      moved = true;
-    }
-    while (got < bytes && (!gate || got < sent)) {
-      size_t have = 0;
-      const void* data = rx.tryPeek(&have);
-      if (!data) break;
-      const size_t c = std::min(chunk, bytes - got);
-      if (have != c || rx.peekedPublished()) return algo::sizeMismatch(have, c);
-      if (data != dst + got) kernels::copyOut(dst + got, data, c, bytes * ctx.nranks());
-      rx.release();
-      got += c;
-      moved = true;
-    }
-    if (moved) {
-      progress.made();
-    } else {
-      WEFT_RETURN_IF_ERROR(progress.idle());
-    }
-  }
-  return Status::ok();
-}
-
-}  // namespace
 
 Status pairwiseAllToAll(CollContext& ctx, const CollArgs& a) {
   const int n = ctx.nranks();
@@ -84,12 +32,22 @@ Status pairwiseAllToAll(CollContext& ctx, const CollArgs& a) {
   auto inAt = [&](int b) { return in + static_cast<size_t>(b) * blockBytes; };
   auto outAt = [&](int b) { return out + static_cast<size_t>(b) * blockBytes; };
   Progress progress(ctx.health());
+  const size_t chunk = ctx.chunkBytes();
+  // Sends block bytes from src to `to` while receiving as many from `from`
+  // into dst; gated, chunk k is received only after chunk k went out.
+  auto swap = [&](int to, const char* src, int from, char* dst, bool gate) {
+    auto place = [&](size_t off, const void* data, size_t c) {
+      if (data != dst + off) kernels::copyOut(dst + off, data, c, blockBytes * n);
+    };
+    return algo::exchange(ctx, progress, chunk, to, src, blockBytes, from, blockBytes, gate, place,
+                          gate ? nullptr : dst);
+  };
 
   if (in == out) {
     for (int s = 0; s < n; ++s) {
       const int p = algo::mod(s - r, n);
       if (p == r) continue;
-      WEFT_RETURN_IF_ERROR(exchange(ctx, progress, p, inAt(p), p, outAt(p), blockBytes, true));
+      WEFT_RETURN_IF_ERROR(swap(p, inAt(p), p, outAt(p), true));
     }
     return Status::ok();
   }
@@ -98,8 +56,7 @@ Status pairwiseAllToAll(CollContext& ctx, const CollArgs& a) {
   for (int s = 1; s < n; ++s) {
     const int to = algo::mod(r + s, n);
     const int from = algo::mod(r - s, n);
-    WEFT_RETURN_IF_ERROR(
-        exchange(ctx, progress, to, inAt(to), from, outAt(from), blockBytes, false));
+    WEFT_RETURN_IF_ERROR(swap(to, inAt(to), from, outAt(from), false));
   }
   return Status::ok();
 }

@@ -255,6 +255,27 @@ bool TcpRecvChannel::progress() {
   return moved;
 }
 
+// Up to `want` bytes for `to`: what an earlier read fetched ahead first,
+// then the socket. A header read fetches up to 4 KiB (Sock::pre) ahead, so a
+// small frame (header and payload) costs one recv instead of two; payload
+// reads go from the socket straight to their destination. Returns the bytes
+// moved, 0 at EOF, -1 on error (errno).
+ssize_t TcpRecvChannel::pull(Sock& s, int fd, char* to, size_t want, bool header) {
+  if (s.preOff == s.preLen && header) {
+    const ssize_t n = ::recv(fd, s.pre.data(), s.pre.size(), MSG_DONTWAIT);
+    if (n <= 0) return n;
+    s.preOff = 0;
+    s.preLen = static_cast<size_t>(n);
+  }
+  if (s.preOff < s.preLen) {
+    const size_t c = std::min(want, s.preLen - s.preOff);
+    std::memcpy(to, s.pre.data() + s.preOff, c);
+    s.preOff += c;
+    return static_cast<ssize_t>(c);
+  }
+  return ::recv(fd, to, want, MSG_DONTWAIT);
+}
+
 bool TcpRecvChannel::progressSocket(uint32_t k) {
   Sock& s = socks_[k];
   if (peer_.malformed || s.ended) return false;
@@ -263,7 +284,8 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
   while (s.nextSeq < tail_ + nslots_) {
     char* slot = buf_.get() + (s.nextSeq % nslots_) * slotBytes_;
     if (!s.inPayload) {
-      const ssize_t n = ::recv(fd, s.header + s.got, sizeof s.header - s.got, MSG_DONTWAIT);
+      const ssize_t n =
+          pull(s, fd, reinterpret_cast<char*>(s.header) + s.got, sizeof s.header - s.got, true);
       if (n <= 0) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -292,7 +314,7 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
       landedAt_[s.nextSeq % nslots_] = s.dest == slot ? nullptr : s.dest;
     }
     if (s.got < s.payload) {
-      const ssize_t n = ::recv(fd, s.dest + s.got, s.payload - s.got, MSG_DONTWAIT);
+      const ssize_t n = pull(s, fd, s.dest + s.got, s.payload - s.got, false);
       if (n <= 0) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;

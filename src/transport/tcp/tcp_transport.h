@@ -29,6 +29,7 @@
 // per send; for 256 KiB chunks a copy into the socket buffer is cheaper.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -36,6 +37,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 struct epoll_event;
 
@@ -129,10 +132,13 @@ class TcpRecvChannel final : public RecvChannel {
     size_t got = 0;  // bytes of the header or payload read so far
     unsigned char header[sizeof(tcp::FrameHeader)] = {};
     size_t payload = 0;
-    char* dest = nullptr;  // where the payload being read goes
-    bool ended = false;    // EOF or error: nothing more comes on it
-    bool paused = false;   // out of the epoll set while its slots are full
+    char* dest = nullptr;        // where the payload being read goes
+    bool ended = false;          // EOF or error: nothing more comes on it
+    bool paused = false;         // out of the epoll set while its slots are full
+    std::array<char, 4096> pre;  // bytes read ahead of the frame being parsed
+    size_t preOff = 0, preLen = 0;
   };
+  ssize_t pull(Sock& s, int fd, char* to, size_t want, bool header);
   bool filled(uint64_t seq) const { return socks_[seq % nsocks_].nextSeq > seq; }
   TcpTransport& t_;
   TcpPeer& peer_;
