@@ -85,13 +85,18 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
       WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, c * es, &incoming));
       void* slot;
       WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-      combine(slot, inAt(b), incoming, c, a);
-      if (s == n - 1) {
-        finish(slot, c, a, n);
-        kernels::copyOut(outAt(b), slot, c * es, a.count * es);
+      if (s < n - 1) {
+        combine(slot, inAt(b), incoming, c, a);
+        prev.release();
+        next.commit(c * es);
+      } else {
+        // The finished block goes into place and on from there (over TCP
+        // the socket reads it from the output: no copy into the slot).
+        combine(outAt(b), inAt(b), incoming, c, a);
+        finish(outAt(b), c, a, n);
+        prev.release();
+        next.commitFrom(slot, outAt(b), c * es);
       }
-      prev.release();
-      next.commit(c * es);
     }
 
     // All-gather: step t receives the finished block r+1-t and forwards it,
