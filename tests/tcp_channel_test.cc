@@ -49,11 +49,15 @@ test::RunOptions overTcp() {
   return opts;
 }
 
+// Rank 0 sends only once rank 1 has named its destinations (a signal, not
+// a collective: a collective's end forgets landings).
 TEST(TcpChannel, LandsInPlaceOnlyWhereNamedAndWithinCapacity) {
+  test::RankSignal named;
   test::runRanks(
       2,
-      [](weftComm_t comm, int rank, int) {
+      [&](weftComm_t comm, int rank, int) {
         if (rank == 0) {
+          named.wait();
           SendChannel& tx = comm->transport->sendTo(1);
           for (int m = 0; m < 3; ++m) {
             const std::vector<char> data = pattern(kChunk, m);
@@ -72,6 +76,7 @@ TEST(TcpChannel, LandsInPlaceOnlyWhereNamedAndWithinCapacity) {
           rx.land(first.data(), first.size());
           rx.land(nullptr, 0);                  // the second stays in the slot
           rx.land(third.data(), third.size());  // too small: stays in the slot
+          named.post();
           size_t bytes = 0;
           const void* d = peekWait(comm, rx, &bytes);
           RANK_EXPECT(d == first.data()) << "the first payload was not landed in place";
