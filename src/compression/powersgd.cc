@@ -12,6 +12,10 @@
 //
 // Cost: 2 allreduces; bytes sent per rank 2(n-1)/n * 4 * (U + sum (rows +
 // cols) * r) for U uncompressed elements, against 2(n-1)/n * 4 * N.
+// Memory: for rank <= kMaxFusedRank three sweeps over M (powersgd_kernels.h):
+// read G and R, write M into R (last step's M^ comes off here, not at the
+// end of that step); read M; stream M^ out: 5 x 4N bytes with feedback, 3 x
+// 4N without. Larger ranks go through BLAS in row blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -226,24 +230,30 @@ class PowerSgdCompressor final : public Compressor {
     }
   }
 
+  // Rows of t that lie wholly inside the buffer (all but a reshaped
+  // vector's padding and its partial last row).
+  static size_t fullRows(const Tensor& t, size_t count) {
+    return count <= t.offset ? 0 : std::min(t.rows, (count - t.offset) / t.cols);
+  }
+
   // Sweep 2: Q = M^T P, last rows first: they are the ones sweep 1 left in
   // cache.
   void backProjectFused(const Tensor& t, const float* m, size_t count) {
     float* qn = qtNew_.data();
     std::memset(qn, 0, t.cols * t.r * sizeof(float));
     const float* p = pq_.data() + t.pOffset;
-    for (size_t i = t.rows; i > 0;) {
-      const size_t off = t.offset + (i - 1) * t.cols;
+    const size_t full = fullRows(t, count);
+    if (full < t.rows) {
+      const size_t off = t.offset + full * t.cols;
       const size_t w = widthAt(off, t.cols, count);
-      if (i >= 2 && w == t.cols) {
-        psgdBackProjectRows(t.r, t.cols, w, m + off, p + (i - 1) * t.r, m + off - t.cols,
-                            p + (i - 2) * t.r, qn);
-        i -= 2;
-      } else {
-        if (w)
-          psgdBackProjectRows(t.r, t.cols, w, m + off, p + (i - 1) * t.r, nullptr, nullptr, qn);
-        i -= 1;
-      }
+      if (w) psgdBackProjectRows(t.r, t.cols, w, 1, m + off, p + full * t.r, qn);
+    }
+    constexpr size_t kBlock = 64;
+    for (size_t end = full; end > 0;) {
+      const size_t begin = end > kBlock ? end - kBlock : 0;
+      psgdBackProjectRows(t.r, t.cols, t.cols, end - begin, m + t.offset + begin * t.cols,
+                          p + begin * t.r, qn);
+      end = begin;
     }
     transpose(qn, t.r, t.cols, q_.data() + t.qOffset);
   }
@@ -253,11 +263,12 @@ class PowerSgdCompressor final : public Compressor {
     const bool stream = kernels::streamsOutput(count * sizeof(float));
     const float* qt = qt_.data() + t.qOffset;
     const float* p = pq_.data() + t.pOffset;
-    for (size_t i = 0; i < t.rows; ++i) {
-      const size_t off = t.offset + i * t.cols;
+    const size_t full = fullRows(t, count);
+    psgdExpandRows(t.r, t.cols, t.cols, full, p, qt, out + t.offset, stream);
+    if (full < t.rows) {
+      const size_t off = t.offset + full * t.cols;
       const size_t w = widthAt(off, t.cols, count);
-      if (w == 0) break;
-      psgdExpandRow(t.r, t.cols, w, p + i * t.r, qt, out + off, stream);
+      if (w) psgdExpandRows(t.r, t.cols, w, 1, p + full * t.r, qt, out + off, stream);
     }
     if (stream) psgdStreamFence();
   }

@@ -3,7 +3,7 @@
 // Q (r x cols, kept transposed as Qt) in cache:
 //
 //   project:     M_i = R_i - P'_i Qt + G_i  (stored back into R_i),  P_i = M_i Qt^T
-//   backProject: Qt += P_i^T M_i             (two rows per sweep step)
+//   backProject: Qt += P_i^T M_i             (four rows per sweep step)
 //   expand:      O_i = P_i Qt                (non-temporal stores for big outputs)
 //
 // (R: residual, G: gradient, P': last step's P.) A row is `width` <= ld
@@ -29,14 +29,14 @@ constexpr size_t kMaxFusedRank = 8;
 void psgdProjectRow(size_t r, size_t ld, size_t width, const float* in, float* res,
                     const float* pOld, const float* qt, float* p);
 
-// qt[k][0..width) += p0[k] m0[..] (+ p1[k] m1[..] when m1 is set).
-void psgdBackProjectRows(size_t r, size_t ld, size_t width, const float* m0, const float* p0,
-                         const float* m1, const float* p1, float* qt);
+// qt[k][0..width) += sum over i < nrows of p[i*r + k] * m[i*ld + 0..width).
+void psgdBackProjectRows(size_t r, size_t ld, size_t width, size_t nrows, const float* m,
+                         const float* p, float* qt);
 
-// out[0..width) = p Qt; non-temporal stores when `stream` (call
-// psgdStreamFence() after the last row).
-void psgdExpandRow(size_t r, size_t ld, size_t width, const float* p, const float* qt, float* out,
-                   bool stream);
+// Row i < nrows of out (out + i*ld, width elements) = p[i*r ..] Qt;
+// non-temporal stores when `stream` (call psgdStreamFence() after the last).
+void psgdExpandRows(size_t r, size_t ld, size_t width, size_t nrows, const float* p,
+                    const float* qt, float* out, bool stream);
 void psgdStreamFence();
 
 }  // namespace weft::compression
