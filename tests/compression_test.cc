@@ -155,6 +155,43 @@ TEST(CompressionGroup, CastMatchesSerialReference) {
   }
 }
 
+// Large cast buffers run pipelined in slices (two_phase.cc): the result must
+// still be the per-element serial reference, in place and not.
+TEST(CompressionGroup, PipelinedCastMatchesSerialReference) {
+  const size_t count = (size_t{6} << 20) + 77;  // 24 MiB of fp32: 3 slices
+  for (int n : {2, 3}) {
+    for (const char* spec : {"fp16", "bf16"}) {
+      const bool bf = spec[0] == 'b';
+      std::vector<std::vector<float>> in(n);
+      for (int r = 0; r < n; ++r) in[r] = gaussian(count, 20 + r);
+      auto q = [&](float v) {
+        return bf ? bf16ToFloat(floatToBf16(v)) : halfToFloat(floatToHalf(v));
+      };
+      std::vector<float> want(count);
+      for (size_t i = 0; i < count; ++i) {
+        float sum = 0;
+        for (int r = 0; r < n; ++r) sum += q(in[r][i]);
+        want[i] = q(sum / static_cast<float>(n));
+      }
+      std::vector<std::vector<float>> out(n);
+      Status st = runLocalGroup(n, [&](CollRunner& runner) -> Status {
+        auto c = make(spec);
+        const int r = runner.rank();
+        // Rank 0 in place, the others not.
+        out[r] = r == 0 ? in[r] : std::vector<float>(count);
+        const float* src = r == 0 ? out[r].data() : in[r].data();
+        return c->allReduce(runner, src, out[r].data(), count, weftFloat32, true);
+      });
+      ASSERT_TRUE(st.isOk()) << st.message();
+      for (int r = 0; r < n; ++r) {
+        size_t bad = 0;
+        for (size_t i = 0; i < count; ++i) bad += out[r][i] != want[i];
+        EXPECT_EQ(bad, 0u) << spec << " n=" << n << " rank " << r;
+      }
+    }
+  }
+}
+
 TEST(CompressionGroup, ResultsAreBitIdenticalOnEveryRank) {
   const int n = 4;
   const size_t count = 4099;

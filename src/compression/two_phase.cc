@@ -12,7 +12,19 @@
 // per element): 2 steps (all-to-all, all-gather); bytes sent per rank
 // 2(n-1)W ~ 2(n-1)/n * N * c: 1-bit c = 1/8 + 4/block (vs 4 for fp32), the
 // casts c = 2.
+//
+// Casts on large buffers run pipelined: the buffer is cut into S slices
+// (each a two-phase allreduce of its own; a cast's result is per element, so
+// it does not depend on the cut) and a helper thread encodes, combines and
+// decodes slices while this thread keeps the wire busy with the next one:
+//   wire:    a2a(0) a2a(1) ag(0) a2a(2) ag(1) ... ag(S-1)
+//   helper:  enc(0..S-1), own(s) after a2a(s), dec(s) after ag(s)
+// so only enc(0), own(S-1) and dec(S-1) are not hidden behind the wire.
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "compression/codec.h"
@@ -45,12 +57,18 @@ class TwoPhaseCompressor final : public Compressor {
  protected:
   Status bind(size_t count, int nranks) override {
     n_ = nranks;
+    // Only the casts' results are independent of where the buffer is cut.
+    const bool cast = kind_ == weftCompressFp16 || kind_ == weftCompressBf16;
+    slices_ =
+        cast && nranks > 1 ? std::min<size_t>(kMaxSlices, count * sizeof(float) / kSliceBytes) : 1;
+    if (slices_ < 2) slices_ = 1;
+    const size_t perSlice = (count + slices_ - 1) / slices_;
     // A multiple of 32 keeps every chunk's wire image 4-byte aligned.
-    cap_ = ((count + nranks - 1) / nranks + 31) / 32 * 32;
+    cap_ = ((perSlice + nranks - 1) / nranks + 31) / 32 * 32;
     wire_ = codec_->wireBytes(cap_);
-    send_.assign(wire_ * n_, 0);
-    recv_.assign(wire_ * n_, 0);
-    gathered_.assign(wire_ * n_, 0);
+    send_.assign(wire_ * n_ * slices_, 0);
+    recv_.assign(wire_ * n_ * slices_, 0);
+    gathered_.assign(wire_ * n_ * slices_, 0);
     const size_t g = codec_->granule();
     tile_.assign(std::max<size_t>(g, (4096 + g - 1) / g * g), 0.0f);
     if (errorFeedback_) {
@@ -67,6 +85,7 @@ class TwoPhaseCompressor final : public Compressor {
 
   Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
                 bool average) override {
+    if (slices_ > 1) return reducePipelined(runner, in, out, count, average);
     const int me = runner.rank();
     for (int j = 0; j < n_; ++j) {
       const size_t off = j * cap_;
@@ -108,16 +127,140 @@ class TwoPhaseCompressor final : public Compressor {
   }
 
  private:
+  // Pipelining: slices of at least this many fp32 bytes, at most kMaxSlices.
+  static constexpr size_t kSliceBytes = size_t{8} << 20;
+  static constexpr size_t kMaxSlices = 8;
+
   size_t chunkLen(int j, size_t count) const {
     const size_t off = static_cast<size_t>(j) * cap_;
     return off >= count ? 0 : std::min(cap_, count - off);
+  }
+  // Slice s, chunk j: where it starts in the buffer, and its length.
+  size_t sliceOff(size_t s, int j) const { return (s * n_ + j) * cap_; }
+  size_t sliceLen(size_t s, int j, size_t count) const {
+    const size_t off = sliceOff(s, j);
+    return off >= count ? 0 : std::min(cap_, count - off);
+  }
+  uint8_t* wireOf(std::vector<uint8_t>& v, size_t s, int j) {
+    return v.data() + (s * n_ + j) * wire_;
+  }
+
+  // The stages of one slice (casts only: no residuals).
+  void encodeSlice(size_t s, const float* in, size_t count) {
+    for (int j = 0; j < n_; ++j) {
+      const size_t off = std::min(sliceOff(s, j), count);
+      codec_->encode(in + off, nullptr, sliceLen(s, j, count), cap_, wireOf(send_, s, j));
+    }
+  }
+  // This rank's chunk of slice s: decode-sum-encode into the slice's send
+  // area (free once its all-to-all is done), in tiles that stay in cache.
+  void combineSlice(size_t s, int me, size_t count, bool average, float* tile, size_t tileLen) {
+    const size_t mine = sliceLen(s, me, count);
+    uint8_t* owned = wireOf(send_, s, 0);
+    const float n = static_cast<float>(n_);
+    for (size_t b = 0; b < mine; b += tileLen) {
+      const size_t e = std::min(mine, b + tileLen);
+      for (int p = 0; p < n_; ++p)
+        codec_->decodeRange(wireOf(recv_, s, p), b, e, cap_, tile, p > 0);
+      if (average)
+        for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
+      codec_->encodeRange(tile, nullptr, b, e, cap_, owned);
+    }
+    codec_->zeroUnused(owned, mine, cap_);
+  }
+  void decodeSlice(size_t s, float* out, size_t count, float* tile, size_t tileLen) {
+    for (int j = 0; j < n_; ++j) {
+      const size_t len = sliceLen(s, j, count);
+      for (size_t b = 0; b < len; b += tileLen) {
+        const size_t e = std::min(len, b + tileLen);
+        codec_->decodeRange(wireOf(gathered_, s, j), b, e, cap_, tile, false);
+        kernels::copyOut(out + sliceOff(s, j) + b, tile, (e - b) * sizeof(float),
+                         count * sizeof(float));
+      }
+    }
+  }
+
+  Status reducePipelined(CollRunner& runner, const float* in, float* out, size_t count,
+                         bool average) {
+    const int me = runner.rank();
+    const size_t S = slices_;
+    // The helper runs jobs in the order they are posted; job k is done once
+    // finished > k. Jobs 0..S-1 encode the slices.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::function<void()>> jobs;
+    size_t finished = 0;
+    bool quit = false;
+    jobs.reserve(3 * S);
+    for (size_t s = 0; s < S; ++s)
+      jobs.emplace_back([this, s, in, count] { encodeSlice(s, in, count); });
+    std::vector<float> helperTile(tile_.size());
+    std::thread helper([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      for (;;) {
+        cv.wait(lock, [&] { return quit || finished < jobs.size(); });
+        if (finished == jobs.size()) return;  // quit, nothing left
+        std::function<void()> job = std::move(jobs[finished]);
+        lock.unlock();
+        job();
+        lock.lock();
+        ++finished;
+        cv.notify_all();
+      }
+    });
+    auto post = [&](std::function<void()> job) {
+      size_t k;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        k = jobs.size();
+        jobs.push_back(std::move(job));
+      }
+      cv.notify_all();
+      return k;
+    };
+    auto waitFor = [&](size_t k) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return finished > k; });
+    };
+    float* tile = helperTile.data();
+    const size_t tileLen = helperTile.size();
+    Status st;
+    std::vector<size_t> combined(S);
+    // wire: a2a(0), then a2a(s+1) before ag(s), so that the helper combines
+    // slice s while slice s+1 travels.
+    for (size_t s = 0; s <= S && st.isOk(); ++s) {
+      if (s < S) {
+        waitFor(s);  // encoded
+        st = runner.allToAll(wireOf(send_, s, 0), wireOf(recv_, s, 0), wire_);
+        if (!st.isOk()) break;
+        combined[s] = post([this, s, me, count, average, tile, tileLen] {
+          combineSlice(s, me, count, average, tile, tileLen);
+        });
+      }
+      if (s >= 1) {
+        const size_t d = s - 1;
+        waitFor(combined[d]);
+        st = runner.allGather(wireOf(send_, d, 0), wireOf(gathered_, d, 0), wire_);
+        if (!st.isOk()) break;
+        post([this, d, out, count, tile, tileLen] { decodeSlice(d, out, count, tile, tileLen); });
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      quit = true;
+      if (!st.isOk()) jobs.resize(finished + (finished < jobs.size() ? 1 : 0));
+    }
+    cv.notify_all();
+    helper.join();
+    return st;
   }
 
   std::unique_ptr<ChunkCodec> codec_;
   bool errorFeedback_ = false;
   int n_ = 0;
-  size_t cap_ = 0;   // elements per chunk
-  size_t wire_ = 0;  // wire bytes per chunk
+  size_t slices_ = 1;  // pipelined casts: slices of n chunks each
+  size_t cap_ = 0;     // elements per chunk
+  size_t wire_ = 0;    // wire bytes per chunk
   std::vector<uint8_t> send_, recv_, gathered_;
   std::vector<float> tile_;            // the owner's sums, a few granules at a time
   std::vector<float> workerResidual_;  // count elements
