@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compression/big_buffer.h"
 #include "compression/compressor.h"
 #include "compression/linalg.h"
 #include "compression/powersgd_kernels.h"
@@ -133,15 +134,16 @@ class PowerSgdCompressor final : public Compressor {
     scratch_.assign(maxScratch, 0.0f);
     if (blasPadded && !params_.errorFeedback) m_.assign(padded_, 0.0f);
     pending_ = false;
-    if (params_.errorFeedback) residual_.assign(padded_, 0.0f);
+    if (params_.errorFeedback) residual_.assign(padded_);
     initQ();
     return Status::ok();
   }
 
   void clearState() override {
     tensors_.clear();
-    for (auto* v : {&pq_, &q_, &qt_, &qtNew_, &m_, &work_, &scratch_, &residual_})
+    for (auto* v : {&pq_, &q_, &qt_, &qtNew_, &m_, &work_, &scratch_})
       std::vector<float>().swap(*v);
+    residual_.clear();
     pending_ = false;
   }
 
@@ -345,15 +347,15 @@ class PowerSgdCompressor final : public Compressor {
   size_t padded_ = 0;
   size_t uncompressed_ = 0;
   std::vector<Tensor> tensors_;
-  std::vector<float> pq_;        // uncompressed tensors, then every P
-  std::vector<float> q_;         // every Q (cols x r; warm start between steps)
-  std::vector<float> qt_;        // fused path: every reduced Q transposed (r x cols)
-  std::vector<float> qtNew_;     // fused path: one tensor's M^T P, transposed
-  std::vector<float> m_;         // BLAS path, reshaped vector without feedback: padded M
-  std::vector<float> work_;      // Householder workspace
-  std::vector<float> scratch_;   // BLAS path: one row block of M^
-  std::vector<float> residual_;  // padded_ elements: M - M^ (M until the next step)
-  bool pending_ = false;         // residual_ still holds M: take last step's M^ off
+  std::vector<float> pq_;       // uncompressed tensors, then every P
+  std::vector<float> q_;        // every Q (cols x r; warm start between steps)
+  std::vector<float> qt_;       // fused path: every reduced Q transposed (r x cols)
+  std::vector<float> qtNew_;    // fused path: one tensor's M^T P, transposed
+  std::vector<float> m_;        // BLAS path, reshaped vector without feedback: padded M
+  std::vector<float> work_;     // Householder workspace
+  std::vector<float> scratch_;  // BLAS path: one row block of M^
+  BigBuffer residual_;          // padded_ elements: M - M^ (M until the next step)
+  bool pending_ = false;        // residual_ still holds M: take last step's M^ off
 };
 
 }  // namespace
