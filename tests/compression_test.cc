@@ -16,6 +16,7 @@
 #include "compression/linalg.h"
 #include "compression/local_group.h"
 #include "compression/params.h"
+#include "compression/powersgd_kernels.h"
 #include "compression/rng.h"
 
 namespace weft::compression {
@@ -383,23 +384,69 @@ TEST(CompressionGroup, PowerSgdMatchesTheSerialReferenceOverSteps) {
                         Case{"powersgd:rank=3,ef=0", 32, 32, 3, 1000, false},
                         Case{"powersgd:rank=4,rows=37,cols=29", 37, 29, 4, 37 * 29, true},
                         Case{"powersgd:rank=8,rows=40,cols=64", 40, 64, 8, 40 * 64, true},
-                        Case{"powersgd:rank=1,rows=64,cols=64", 64, 64, 1, 64 * 64, true}}) {
-    const int n = 3, steps = 4;
-    auto in = [&](int rank, int step) { return gaussian(c.count, 1000 * step + rank); };
-    const auto want = powerSgdReference(n, c.rows, c.cols, c.r, c.count, c.ef, steps, in);
-    const auto got = runGroup(n, c.spec, c.count, steps, in);
-    for (int s = 0; s < steps; ++s) {
-      double maxAbs = 0, maxErr = 0;
-      for (size_t i = 0; i < c.count; ++i) {
-        maxAbs = std::max(maxAbs, std::fabs(static_cast<double>(want[s][i])));
-        maxErr = std::max(maxErr, std::fabs(static_cast<double>(got[0][s][i]) - want[s][i]));
+                        Case{"powersgd:rank=1,rows=64,cols=64", 64, 64, 1, 64 * 64, true}})
+    for (bool scalar : {false, true}) {
+      const int n = 3, steps = 4;
+      auto in = [&](int rank, int step) { return gaussian(c.count, 1000 * step + rank); };
+      const auto want = powerSgdReference(n, c.rows, c.cols, c.r, c.count, c.ef, steps, in);
+      // The scalar kernels (CPUs without AVX2) as well as the vector ones.
+      psgdUseScalarKernels(scalar);
+      const auto got = runGroup(n, c.spec, c.count, steps, in);
+      psgdUseScalarKernels(false);
+      for (int s = 0; s < steps; ++s) {
+        double maxAbs = 0, maxErr = 0;
+        for (size_t i = 0; i < c.count; ++i) {
+          maxAbs = std::max(maxAbs, std::fabs(static_cast<double>(want[s][i])));
+          maxErr = std::max(maxErr, std::fabs(static_cast<double>(got[0][s][i]) - want[s][i]));
+        }
+        EXPECT_LT(maxErr, 1e-3 * maxAbs)
+            << c.spec << (scalar ? " scalar" : "") << " step " << s << ": max error " << maxErr;
+        for (int k = 1; k < n; ++k)
+          EXPECT_EQ(std::memcmp(got[k][s].data(), got[0][s].data(), c.count * 4), 0)
+              << c.spec << " rank " << k << " step " << s;
       }
-      EXPECT_LT(maxErr, 1e-3 * maxAbs) << c.spec << " step " << s << ": max error " << maxErr;
-      for (int k = 1; k < n; ++k)
-        EXPECT_EQ(std::memcmp(got[k][s].data(), got[0][s].data(), c.count * 4), 0)
-            << c.spec << " rank " << k << " step " << s;
     }
-  }
+}
+
+// M^ (expand, and the residual update in project) is computed alike by the
+// AVX2 and the scalar kernels, bit for bit, so that ranks on different CPUs
+// agree; the dot products (P, Q) may round differently.
+TEST(CompressionKernels, VectorAndScalarKernelsAgree) {
+  for (size_t r = 1; r <= kMaxFusedRank; ++r)
+    for (size_t ld : {37u, 64u})
+      for (size_t width : {ld, ld - 3}) {
+        const size_t rows = 6;
+        const auto qt = gaussian(r * ld, 1), p = gaussian(rows * r, 2), in = gaussian(rows * ld, 3);
+        const auto res0 = gaussian(rows * ld, 4);
+        std::vector<float> out[2], res[2], pn[2], back[2];
+        for (int scalar = 0; scalar < 2; ++scalar) {
+          psgdUseScalarKernels(scalar != 0);
+          // Unaligned on purpose: the streaming path starts with a head.
+          std::vector<float> o(rows * ld + 1, 0.0f);
+          psgdExpandRows(r, ld, width, rows, p.data(), qt.data(), o.data() + 1, true);
+          psgdStreamFence();
+          out[scalar] = o;
+          res[scalar] = res0;
+          pn[scalar].assign(rows * r, 0.0f);
+          for (size_t i = 0; i < rows; ++i)
+            psgdProjectRow(r, ld, width, in.data() + i * ld, res[scalar].data() + i * ld,
+                           p.data() + i * r, qt.data(), pn[scalar].data() + i * r);
+          back[scalar].assign(r * ld, 0.0f);
+          psgdBackProjectRows(r, ld, width, rows, in.data(), p.data(), back[scalar].data());
+        }
+        psgdUseScalarKernels(false);
+        EXPECT_EQ(out[0], out[1]) << "expand, r " << r << " ld " << ld << " width " << width;
+        EXPECT_EQ(res[0], res[1]) << "residual, r " << r << " ld " << ld << " width " << width;
+        for (size_t i = 0; i < pn[0].size(); ++i) EXPECT_NEAR(pn[0][i], pn[1][i], 1e-3f) << i;
+        for (size_t i = 0; i < back[0].size(); ++i) EXPECT_NEAR(back[0][i], back[1][i], 1e-3f) << i;
+        // And expand against the definition.
+        for (size_t i = 0; i < rows; ++i)
+          for (size_t j = 0; j < width; ++j) {
+            double v = 0;
+            for (size_t k = 0; k < r; ++k) v += double(p[i * r + k]) * qt[k * ld + j];
+            EXPECT_NEAR(out[0][1 + i * ld + j], v, 1e-4 * (1 + std::fabs(v)));
+          }
+      }
 }
 
 TEST(CompressionGroup, PowerSgdSendsSmallTensorsUncompressedAndExactly) {

@@ -4,6 +4,7 @@
 #include "compression/powersgd_kernels.h"
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -235,6 +236,14 @@ struct Kernels {
 };
 
 template <int R>
+Kernels scalarKernelsFor() {
+  return {
+      {projectScalar<R, false, false>, projectScalar<R, true, false>, projectScalar<R, true, true>},
+      backScalar<R>,
+      expandScalar<R>};
+}
+
+template <int R>
 Kernels kernelsFor() {
 #if defined(__x86_64__)
   if (haveAvx2Fma())
@@ -242,17 +251,19 @@ Kernels kernelsFor() {
             backRowsAvx2<R>,
             expandRowsAvx2<R>};
 #endif
-  return {
-      {projectScalar<R, false, false>, projectScalar<R, true, false>, projectScalar<R, true, true>},
-      backScalar<R>,
-      expandScalar<R>};
+  return scalarKernelsFor<R>();
 }
 
+std::atomic<bool> forceScalar{false};
+
 const Kernels& kernels(size_t r) {
-  static const std::array<Kernels, kMaxFusedRank> table = {
+  static const std::array<Kernels, kMaxFusedRank> best = {
       kernelsFor<1>(), kernelsFor<2>(), kernelsFor<3>(), kernelsFor<4>(),
       kernelsFor<5>(), kernelsFor<6>(), kernelsFor<7>(), kernelsFor<8>()};
-  return table[r - 1];
+  static const std::array<Kernels, kMaxFusedRank> scalar = {
+      scalarKernelsFor<1>(), scalarKernelsFor<2>(), scalarKernelsFor<3>(), scalarKernelsFor<4>(),
+      scalarKernelsFor<5>(), scalarKernelsFor<6>(), scalarKernelsFor<7>(), scalarKernelsFor<8>()};
+  return (forceScalar.load(std::memory_order_relaxed) ? scalar : best)[r - 1];
 }
 
 }  // namespace
@@ -271,6 +282,10 @@ void psgdBackProjectRows(size_t r, size_t ld, size_t width, size_t nrows, const 
 void psgdExpandRows(size_t r, size_t ld, size_t width, size_t nrows, const float* p,
                     const float* qt, float* out, bool stream) {
   kernels(r).expand(ld, width, nrows, p, qt, out, stream);
+}
+
+void psgdUseScalarKernels(bool on) {
+  forceScalar.store(on, std::memory_order_relaxed);
 }
 
 void psgdStreamFence() {

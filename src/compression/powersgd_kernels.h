@@ -39,4 +39,7 @@ void psgdExpandRows(size_t r, size_t ld, size_t width, size_t nrows, const float
                     const float* qt, float* out, bool stream);
 void psgdStreamFence();
 
+// Tests: the scalar kernels even where AVX2 is there (off again with false).
+void psgdUseScalarKernels(bool on);
+
 }  // namespace weft::compression
