@@ -34,6 +34,61 @@
 namespace weft::compression {
 namespace {
 
+// A thread that runs jobs in the order they are posted (a handful per call,
+// so std::function and a condition variable are cheap enough). Destroying
+// it drops the jobs not yet started and joins.
+class JobThread {
+ public:
+  JobThread() : thread_([this] { loop(); }) {}
+  JobThread(const JobThread&) = delete;
+  JobThread& operator=(const JobThread&) = delete;
+  ~JobThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Returns the job's number, for waitFor.
+  size_t post(std::function<void()> job) {
+    size_t k;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      k = jobs_.size();
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_all();
+    return k;
+  }
+  void waitFor(size_t k) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return finished_ > k; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || finished_ < jobs_.size(); });
+      if (quit_) return;
+      std::function<void()> job = std::move(jobs_[finished_]);
+      lock.unlock();
+      job();
+      lock.lock();
+      ++finished_;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::function<void()>> jobs_;
+  size_t finished_ = 0;
+  bool quit_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
 class TwoPhaseCompressor final : public Compressor {
  public:
   TwoPhaseCompressor(weftCompressKind_t kind, const weftCompressorParams_t& params)
@@ -86,43 +141,11 @@ class TwoPhaseCompressor final : public Compressor {
   Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
                 bool average) override {
     if (slices_ > 1) return reducePipelined(runner, in, out, count, average);
-    const int me = runner.rank();
-    for (int j = 0; j < n_; ++j) {
-      const size_t off = j * cap_;
-      codec_->encode(in + std::min(off, count),
-                     errorFeedback_ ? workerResidual_.data() + std::min(off, count) : nullptr,
-                     chunkLen(j, count), cap_, send_.data() + j * wire_);
-    }
-    WEFT_RETURN_IF_ERROR(runner.allToAll(send_.data(), recv_.data(), wire_));
-
-    // Owner: decode-sum-encode tile by tile, so that the sum never leaves
-    // the cache.
-    const size_t mine = chunkLen(me, count);
-    uint8_t* owned = send_.data();  // free again: reuse for the owner's encoding
-    const float n = static_cast<float>(n_);
-    float* tile = tile_.data();
-    for (size_t b = 0; b < mine; b += tile_.size()) {
-      const size_t e = std::min(mine, b + tile_.size());
-      for (int p = 0; p < n_; ++p)
-        codec_->decodeRange(recv_.data() + p * wire_, b, e, cap_, tile, p > 0);
-      if (average)
-        for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
-      codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + b : nullptr, b, e, cap_,
-                          owned);
-    }
-    codec_->zeroUnused(owned, mine, cap_);
-    WEFT_RETURN_IF_ERROR(runner.allGather(owned, gathered_.data(), wire_));
-
-    // Decode tile by tile and stream the tiles out: a large output cannot
-    // stay in cache, and non-temporal stores skip reading it first.
-    for (int j = 0; j < n_; ++j) {
-      const size_t len = chunkLen(j, count);
-      for (size_t b = 0; b < len; b += tile_.size()) {
-        const size_t e = std::min(len, b + tile_.size());
-        codec_->decodeRange(gathered_.data() + j * wire_, b, e, cap_, tile, false);
-        kernels::copyOut(out + j * cap_ + b, tile, (e - b) * sizeof(float), count * sizeof(float));
-      }
-    }
+    encodeSlice(0, in, count);
+    WEFT_RETURN_IF_ERROR(runner.allToAll(wireOf(send_, 0, 0), wireOf(recv_, 0, 0), wire_));
+    combineSlice(0, runner.rank(), count, average, tile_.data(), tile_.size());
+    WEFT_RETURN_IF_ERROR(runner.allGather(wireOf(send_, 0, 0), wireOf(gathered_, 0, 0), wire_));
+    decodeSlice(0, out, count, tile_.data(), tile_.size());
     return Status::ok();
   }
 
@@ -145,15 +168,18 @@ class TwoPhaseCompressor final : public Compressor {
     return v.data() + (s * n_ + j) * wire_;
   }
 
-  // The stages of one slice (casts only: no residuals).
+  // The stages of one slice (residuals: unsliced only, slice 0 is the
+  // whole buffer then). Worker: encode every chunk.
   void encodeSlice(size_t s, const float* in, size_t count) {
     for (int j = 0; j < n_; ++j) {
       const size_t off = std::min(sliceOff(s, j), count);
-      codec_->encode(in + off, nullptr, sliceLen(s, j, count), cap_, wireOf(send_, s, j));
+      codec_->encode(in + off, errorFeedback_ ? workerResidual_.data() + off : nullptr,
+                     sliceLen(s, j, count), cap_, wireOf(send_, s, j));
     }
   }
-  // This rank's chunk of slice s: decode-sum-encode into the slice's send
-  // area (free once its all-to-all is done), in tiles that stay in cache.
+  // Owner: this rank's chunk of slice s, decode-sum-encode into the slice's
+  // send area (free once its all-to-all is done), tile by tile so that the
+  // sum never leaves the cache.
   void combineSlice(size_t s, int me, size_t count, bool average, float* tile, size_t tileLen) {
     const size_t mine = sliceLen(s, me, count);
     uint8_t* owned = wireOf(send_, s, 0);
@@ -164,10 +190,13 @@ class TwoPhaseCompressor final : public Compressor {
         codec_->decodeRange(wireOf(recv_, s, p), b, e, cap_, tile, p > 0);
       if (average)
         for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
-      codec_->encodeRange(tile, nullptr, b, e, cap_, owned);
+      codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + b : nullptr, b, e, cap_,
+                          owned);
     }
     codec_->zeroUnused(owned, mine, cap_);
   }
+  // Everyone: decode tile by tile and stream the tiles out (a large output
+  // cannot stay in cache, and non-temporal stores skip reading it first).
   void decodeSlice(size_t s, float* out, size_t count, float* tile, size_t tileLen) {
     for (int j = 0; j < n_; ++j) {
       const size_t len = sliceLen(s, j, count);
@@ -184,75 +213,33 @@ class TwoPhaseCompressor final : public Compressor {
                          bool average) {
     const int me = runner.rank();
     const size_t S = slices_;
-    // The helper runs jobs in the order they are posted; job k is done once
-    // finished > k. Jobs 0..S-1 encode the slices.
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<std::function<void()>> jobs;
-    size_t finished = 0;
-    bool quit = false;
-    jobs.reserve(3 * S);
+    float* tile = tile_.data();  // the helper's alone while it runs
+    const size_t tileLen = tile_.size();
+    JobThread helper;  // its destructor drops what an error left unstarted
+    std::vector<size_t> encoded(S), combined(S);
     for (size_t s = 0; s < S; ++s)
-      jobs.emplace_back([this, s, in, count] { encodeSlice(s, in, count); });
-    std::vector<float> helperTile(tile_.size());
-    std::thread helper([&] {
-      std::unique_lock<std::mutex> lock(mu);
-      for (;;) {
-        cv.wait(lock, [&] { return quit || finished < jobs.size(); });
-        if (finished == jobs.size()) return;  // quit, nothing left
-        std::function<void()> job = std::move(jobs[finished]);
-        lock.unlock();
-        job();
-        lock.lock();
-        ++finished;
-        cv.notify_all();
-      }
-    });
-    auto post = [&](std::function<void()> job) {
-      size_t k;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        k = jobs.size();
-        jobs.push_back(std::move(job));
-      }
-      cv.notify_all();
-      return k;
-    };
-    auto waitFor = [&](size_t k) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return finished > k; });
-    };
-    float* tile = helperTile.data();
-    const size_t tileLen = helperTile.size();
-    Status st;
-    std::vector<size_t> combined(S);
-    // wire: a2a(0), then a2a(s+1) before ag(s), so that the helper combines
-    // slice s while slice s+1 travels.
-    for (size_t s = 0; s <= S && st.isOk(); ++s) {
+      encoded[s] = helper.post([this, s, in, count] { encodeSlice(s, in, count); });
+    size_t last = 0;
+    // Wire: a2a(0), then a2a(s) before ag(s-1), so that the helper combines
+    // slice s-1 while slice s travels.
+    for (size_t s = 0; s <= S; ++s) {
       if (s < S) {
-        waitFor(s);  // encoded
-        st = runner.allToAll(wireOf(send_, s, 0), wireOf(recv_, s, 0), wire_);
-        if (!st.isOk()) break;
-        combined[s] = post([this, s, me, count, average, tile, tileLen] {
+        helper.waitFor(encoded[s]);
+        WEFT_RETURN_IF_ERROR(runner.allToAll(wireOf(send_, s, 0), wireOf(recv_, s, 0), wire_));
+        combined[s] = helper.post([this, s, me, count, average, tile, tileLen] {
           combineSlice(s, me, count, average, tile, tileLen);
         });
       }
       if (s >= 1) {
         const size_t d = s - 1;
-        waitFor(combined[d]);
-        st = runner.allGather(wireOf(send_, d, 0), wireOf(gathered_, d, 0), wire_);
-        if (!st.isOk()) break;
-        post([this, d, out, count, tile, tileLen] { decodeSlice(d, out, count, tile, tileLen); });
+        helper.waitFor(combined[d]);
+        WEFT_RETURN_IF_ERROR(runner.allGather(wireOf(send_, d, 0), wireOf(gathered_, d, 0), wire_));
+        last = helper.post(
+            [this, d, out, count, tile, tileLen] { decodeSlice(d, out, count, tile, tileLen); });
       }
     }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      quit = true;
-      if (!st.isOk()) jobs.resize(finished + (finished < jobs.size() ? 1 : 0));
-    }
-    cv.notify_all();
-    helper.join();
-    return st;
+    helper.waitFor(last);
+    return Status::ok();
   }
 
   std::unique_ptr<ChunkCodec> codec_;
