@@ -96,6 +96,30 @@ TEST(CompressedAllReduce, EveryRankGetsTheModelResultBitForBit) {
   });
 }
 
+// Buffers of 16 MiB and more run the two-phase codecs pipelined in slices
+// with a helper thread (two_phase.cc): still the model's result bit for bit.
+TEST(CompressedAllReduce, PipelinedTwoPhaseMatchesTheModel) {
+  const size_t count = (size_t{4} << 20) + 1001;  // a little over 16 MiB: 2 slices
+  const int n = 2, steps = 2;
+  for (const char* spec : {"onebit", "fp16"}) {
+    const auto model = modelResults(spec, n, count, steps);
+    ASSERT_EQ(model.size(), static_cast<size_t>(steps));
+    runRanks(n, [&](weftComm_t comm, int rank, int) {
+      weft::test::ScopedRankTrace trace(spec);
+      weftCompressor_t c;
+      RANK_CHECK_OK(weftCompressorCreateFromString(comm, spec, &c));
+      for (int s = 0; s < steps; ++s) {
+        auto x = gaussian(count, 100 * s + rank);
+        RANK_CHECK_OK(weftCompressedAllReduce(x.data(), x.data(), count, weftFloat32, weftAvg, c,
+                                              comm, nullptr));
+        RANK_EXPECT(std::memcmp(x.data(), model[s].data(), count * 4) == 0)
+            << "differs from the model at step " << s;
+      }
+      RANK_CHECK_OK(weftCompressorDestroy(c));
+    });
+  }
+}
+
 TEST(CompressedAllReduce, BadInputGetsClearErrors) {
   runRanks(1, [](weftComm_t comm, int, int) {
     auto expectError = [&](weftResult_t got, const char* words) {

@@ -13,10 +13,11 @@
 // 2(n-1)W ~ 2(n-1)/n * N * c: 1-bit c = 1/8 + 4/block (vs 4 for fp32), the
 // casts c = 2.
 //
-// Casts on large buffers run pipelined: the buffer is cut into S slices
-// (each a two-phase allreduce of its own; a cast's result is per element, so
-// it does not depend on the cut) and a helper thread encodes, combines and
-// decodes slices while this thread keeps the wire busy with the next one:
+// Large buffers run pipelined: the buffer is cut into S slices, each a
+// two-phase allreduce of its own (a cast's result is per element, so it does
+// not depend on the cut; 1-bit's slices have their own block scales and
+// server residuals), and a helper thread encodes, combines and decodes
+// slices while this thread keeps the wire busy with the next one:
 //   wire:    a2a(0) a2a(1) ag(0) a2a(2) ag(1) ... ag(S-1)
 //   helper:  enc(0..S-1), own(s) after a2a(s), dec(s) after ag(s)
 // so only enc(0), own(S-1) and dec(S-1) are not hidden behind the wire.
@@ -112,10 +113,10 @@ class TwoPhaseCompressor final : public Compressor {
  protected:
   Status bind(size_t count, int nranks) override {
     n_ = nranks;
-    // Only the casts' results are independent of where the buffer is cut.
-    const bool cast = kind_ == weftCompressFp16 || kind_ == weftCompressBf16;
-    slices_ =
-        cast && nranks > 1 ? std::min<size_t>(kMaxSlices, count * sizeof(float) / kSliceBytes) : 1;
+    // Large buffers run pipelined in slices (1-bit: each slice has its own
+    // chunks, block scales and server residual; the in-process model cuts
+    // the same way, so its results stay those of this code).
+    slices_ = nranks > 1 ? std::min<size_t>(kMaxSlices, count * sizeof(float) / kSliceBytes) : 1;
     if (slices_ < 2) slices_ = 1;
     const size_t perSlice = (count + slices_ - 1) / slices_;
     // A multiple of 32 keeps every chunk's wire image 4-byte aligned.
@@ -128,7 +129,7 @@ class TwoPhaseCompressor final : public Compressor {
     tile_.assign(std::max<size_t>(g, (4096 + g - 1) / g * g), 0.0f);
     if (errorFeedback_) {
       workerResidual_.assign(count, 0.0f);
-      serverResidual_.assign(cap_, 0.0f);
+      serverResidual_.assign(cap_ * slices_, 0.0f);
     }
     return Status::ok();
   }
@@ -168,8 +169,7 @@ class TwoPhaseCompressor final : public Compressor {
     return v.data() + (s * n_ + j) * wire_;
   }
 
-  // The stages of one slice (residuals: unsliced only, slice 0 is the
-  // whole buffer then). Worker: encode every chunk.
+  // The stages of one slice. Worker: encode every chunk (+ its residual).
   void encodeSlice(size_t s, const float* in, size_t count) {
     for (int j = 0; j < n_; ++j) {
       const size_t off = std::min(sliceOff(s, j), count);
@@ -190,8 +190,8 @@ class TwoPhaseCompressor final : public Compressor {
         codec_->decodeRange(wireOf(recv_, s, p), b, e, cap_, tile, p > 0);
       if (average)
         for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
-      codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + b : nullptr, b, e, cap_,
-                          owned);
+      codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + s * cap_ + b : nullptr, b,
+                          e, cap_, owned);
     }
     codec_->zeroUnused(owned, mine, cap_);
   }
@@ -245,13 +245,13 @@ class TwoPhaseCompressor final : public Compressor {
   std::unique_ptr<ChunkCodec> codec_;
   bool errorFeedback_ = false;
   int n_ = 0;
-  size_t slices_ = 1;  // pipelined casts: slices of n chunks each
+  size_t slices_ = 1;  // pipelined above 16 MiB: slices of n chunks each
   size_t cap_ = 0;     // elements per chunk
   size_t wire_ = 0;    // wire bytes per chunk
   std::vector<uint8_t> send_, recv_, gathered_;
   std::vector<float> tile_;            // the owner's sums, a few granules at a time
   std::vector<float> workerResidual_;  // count elements
-  std::vector<float> serverResidual_;  // this rank's chunk
+  std::vector<float> serverResidual_;  // this rank's chunk of every slice
 };
 
 }  // namespace
