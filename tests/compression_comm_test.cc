@@ -96,8 +96,9 @@ TEST(CompressedAllReduce, EveryRankGetsTheModelResultBitForBit) {
   });
 }
 
-// Buffers of 16 MiB and more run the two-phase codecs pipelined in slices
-// with a helper thread (two_phase.cc): still the model's result bit for bit.
+// Cast buffers of 16 MiB and more run pipelined in slices with a helper
+// thread (two_phase.cc): still the model's result bit for bit (1-bit, not
+// pipelined, as the size check of the plain path).
 TEST(CompressedAllReduce, PipelinedTwoPhaseMatchesTheModel) {
   const size_t count = (size_t{4} << 20) + 1001;  // a little over 16 MiB: 2 slices
   const int n = 2, steps = 2;

@@ -13,10 +13,9 @@
 // 2(n-1)W ~ 2(n-1)/n * N * c: 1-bit c = 1/8 + 4/block (vs 4 for fp32), the
 // casts c = 2.
 //
-// Large buffers run pipelined: the buffer is cut into S slices, each a
+// Large cast buffers run pipelined: the buffer is cut into S slices, each a
 // two-phase allreduce of its own (a cast's result is per element, so it does
-// not depend on the cut; 1-bit's slices have their own block scales and
-// server residuals), and a helper thread encodes, combines and decodes
+// not depend on the cut), and a helper thread encodes, combines and decodes
 // slices while this thread keeps the wire busy with the next one:
 //   wire:    a2a(0) a2a(1) ag(0) a2a(2) ag(1) ... ag(S-1)
 //   helper:  enc(0..S-1), own(s) after a2a(s), dec(s) after ag(s)
@@ -113,10 +112,13 @@ class TwoPhaseCompressor final : public Compressor {
  protected:
   Status bind(size_t count, int nranks) override {
     n_ = nranks;
-    // Large buffers run pipelined in slices (1-bit: each slice has its own
-    // chunks, block scales and server residual; the in-process model cuts
-    // the same way, so its results stay those of this code).
-    slices_ = nranks > 1 ? std::min<size_t>(kMaxSlices, count * sizeof(float) / kSliceBytes) : 1;
+    // Large cast buffers run pipelined in slices. Not 1-bit: its compute
+    // outweighs its wire time, and the helper thread would share the rank's
+    // core with this thread, which keeps polling the transport (measured
+    // slower on 2 ranks per 2 cores). The stages take residuals all the same.
+    const bool cast = kind_ == weftCompressFp16 || kind_ == weftCompressBf16;
+    slices_ =
+        cast && nranks > 1 ? std::min<size_t>(kMaxSlices, count * sizeof(float) / kSliceBytes) : 1;
     if (slices_ < 2) slices_ = 1;
     const size_t perSlice = (count + slices_ - 1) / slices_;
     // A multiple of 32 keeps every chunk's wire image 4-byte aligned.
@@ -245,7 +247,7 @@ class TwoPhaseCompressor final : public Compressor {
   std::unique_ptr<ChunkCodec> codec_;
   bool errorFeedback_ = false;
   int n_ = 0;
-  size_t slices_ = 1;  // pipelined above 16 MiB: slices of n chunks each
+  size_t slices_ = 1;  // pipelined casts above 16 MiB: slices of n chunks each
   size_t cap_ = 0;     // elements per chunk
   size_t wire_ = 0;    // wire bytes per chunk
   std::vector<uint8_t> send_, recv_, gathered_;
