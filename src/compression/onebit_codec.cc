@@ -103,15 +103,21 @@ __attribute__((target("avx2"))) void packAvx2(const float* a, size_t m, uint8_t*
   if (j < m) packScalar(a + j, m - j, out + j / 8);
 }
 
-__attribute__((target("avx2"))) void subtractAvx2(float* r, size_t m, float s) {
+// packAvx2(r), then r -= (r >= 0 ? s : -s) as subtractScalar does, in one
+// pass over the block (one compare serves both).
+__attribute__((target("avx2"))) void packSubtractAvx2(float* r, size_t m, float s, uint8_t* out) {
   const __m256 zero = _mm256_setzero_ps(), pos = _mm256_set1_ps(s), neg = _mm256_set1_ps(-s);
   size_t j = 0;
   for (; j + 8 <= m; j += 8) {
     const __m256 v = _mm256_loadu_ps(r + j);
-    const __m256 q = _mm256_blendv_ps(neg, pos, _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
-    _mm256_storeu_ps(r + j, _mm256_sub_ps(v, q));
+    const __m256 ge = _mm256_cmp_ps(v, zero, _CMP_GE_OQ);
+    out[j / 8] = static_cast<uint8_t>(_mm256_movemask_ps(ge));
+    _mm256_storeu_ps(r + j, _mm256_sub_ps(v, _mm256_blendv_ps(neg, pos, ge)));
   }
-  subtractScalar(r + j, m - j, s);
+  if (j < m) {
+    packScalar(r + j, m - j, out + j / 8);
+    subtractScalar(r + j, m - j, s);
+  }
 }
 
 template <bool kAdd>
@@ -167,15 +173,13 @@ class OneBitCodec final : public ChunkCodec {
         s = avx2_ ? absMeanAvx2(a, m) : absMeanScalar(a, m);
       }
       std::memcpy(wire + (start / block_) * sizeof(float), &s, sizeof(float));
-      if (avx2_)
+      if (r != nullptr && avx2_) {
+        packSubtractAvx2(r, m, s, signs + start / 8);
+      } else if (avx2_) {
         packAvx2(a, m, signs + start / 8);
-      else
+      } else {
         packScalar(a, m, signs + start / 8);
-      if (r != nullptr) {
-        if (avx2_)
-          subtractAvx2(r, m, s);
-        else
-          subtractScalar(r, m, s);
+        if (r != nullptr) subtractScalar(r, m, s);
       }
     }
   }
