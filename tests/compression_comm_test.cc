@@ -4,6 +4,7 @@
 // with each compressor converges like uncompressed training.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -95,6 +96,31 @@ TEST(CompressedAllReduce, EveryRankGetsTheModelResultBitForBit) {
   });
 }
 
+// Cast buffers of 16 MiB and more run pipelined in slices with a helper
+// thread (two_phase.cc): still the model's result bit for bit (1-bit, not
+// pipelined, as the size check of the plain path).
+TEST(CompressedAllReduce, PipelinedTwoPhaseMatchesTheModel) {
+  const size_t count = (size_t{4} << 20) + 1001;  // a little over 16 MiB: 2 slices
+  const int n = 2, steps = 2;
+  for (const char* spec : {"onebit", "fp16"}) {
+    const auto model = modelResults(spec, n, count, steps);
+    ASSERT_EQ(model.size(), static_cast<size_t>(steps));
+    runRanks(n, [&](weftComm_t comm, int rank, int) {
+      weft::test::ScopedRankTrace trace(spec);
+      weftCompressor_t c;
+      RANK_CHECK_OK(weftCompressorCreateFromString(comm, spec, &c));
+      for (int s = 0; s < steps; ++s) {
+        auto x = gaussian(count, 100 * s + rank);
+        RANK_CHECK_OK(weftCompressedAllReduce(x.data(), x.data(), count, weftFloat32, weftAvg, c,
+                                              comm, nullptr));
+        RANK_EXPECT(std::memcmp(x.data(), model[s].data(), count * 4) == 0)
+            << "differs from the model at step " << s;
+      }
+      RANK_CHECK_OK(weftCompressorDestroy(c));
+    });
+  }
+}
+
 TEST(CompressedAllReduce, BadInputGetsClearErrors) {
   runRanks(1, [](weftComm_t comm, int, int) {
     auto expectError = [&](weftResult_t got, const char* words) {
@@ -165,6 +191,121 @@ TEST(CompressedAllReduce, CppWrapper) {
     c.allReduce(std::span<float>(v));  // average of 1 and 2
     RANK_EXPECT(v[3] == 1.5f) << v[3];
     RANK_EXPECT(c.stats().ratio == 2.0) << c.stats().ratio;
+  });
+}
+
+// Compares out with the model's step (bit for bit, or to PowerSGD's
+// tolerance: its P and Q sums depend on the allreduce's summation order).
+size_t differences(const std::string& spec, const std::vector<float>& out,
+                   const std::vector<float>& model) {
+  const bool exact = spec.rfind("powersgd", 0) != 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float d = std::fabs(out[i] - model[i]);
+    if (exact ? d != 0.0f : d > 1e-4f * (1.0f + std::fabs(model[i]))) ++bad;
+  }
+  return bad;
+}
+
+// allReduceAsync: two compressors with calls in flight at once (two steps of
+// one of them queued back to back), a plain collective posted between them
+// and a blocking C call after them; all run in the order they were posted
+// and match the in-process model, on every rank alike.
+TEST(CompressedAllReduce, AsyncCallsRunInOrderAndMatchTheModel) {
+  const size_t count = 5000;
+  const std::string specA = "powersgd:rank=4", specB = "fp16", specC = "onebit";
+  const int n = 4;
+  const auto modelA = modelResults(specA, n, count, 2);
+  const auto modelB = modelResults(specB, n, count, 2);
+  const auto modelC = modelResults(specC, n, count, 1);
+  ASSERT_EQ(modelA.size(), 2u);
+  ASSERT_EQ(modelB.size(), 2u);
+  ASSERT_EQ(modelC.size(), 1u);
+  weft::test::runRanksRaw(n, [&](const weft::test::RankContext& ctx) {
+    weftComm_t raw = nullptr;
+    RANK_CHECK_OK(ctx.initComm(&raw));
+    weft::Comm comm(raw);
+    const int rank = ctx.rank;
+    weft::Compressor a(comm, specA), b(comm, specB);
+    auto xA0 = gaussian(count, rank), xA1 = gaussian(count, 100 + rank);
+    auto xB0 = gaussian(count, rank), xB1 = gaussian(count, 100 + rank);
+    std::vector<float> yA0(count), yB0(count);
+    std::vector<float> plain(count, static_cast<float>(rank + 1));
+    weft::Work wA0 = a.allReduceAsync(xA0.data(), yA0.data(), count, weftFloat32, weftAvg);
+    weft::Work wPlain = comm.allReduce(plain.data(), plain.data(), count, weftFloat32, weftSum);
+    weft::Work wB0 = b.allReduceAsync(xB0.data(), yB0.data(), count, weftFloat32, weftAvg);
+    weft::Work wA1 = a.allReduceAsync(std::span<float>(xA1));  // in place, step 1
+    // The blocking C call on b's step 1 runs after everything queued.
+    RANK_CHECK_OK(weftCompressedAllReduce(xB1.data(), xB1.data(), count, weftFloat32, weftAvg,
+                                          b.handle(), comm.handle(), nullptr));
+    RANK_EXPECT(wA0.test() && wB0.test() && wA1.test() && wPlain.test())
+        << "queued work must be done once a later blocking call returned";
+    // Waiting in any order is fine.
+    wA1.wait();
+    wA0.wait();
+    wB0.wait();
+    wPlain.wait();
+    RANK_EXPECT(plain[0] == n * (n + 1) / 2.0f && plain[count - 1] == plain[0]) << plain[0];
+    struct Result {
+      const std::string* spec;
+      const std::vector<float>* out;
+      const std::vector<float>* model;
+      const char* what;
+    };
+    for (const Result& r : {Result{&specA, &yA0, &modelA[0], "a step 0"},
+                            Result{&specA, &xA1, &modelA[1], "a step 1"},
+                            Result{&specB, &yB0, &modelB[0], "b step 0"},
+                            Result{&specB, &xB1, &modelB[1], "b step 1"}}) {
+      RANK_EXPECT(differences(*r.spec, *r.out, *r.model) == 0)
+          << r.what << " differs from the model";
+      std::vector<float> all(count * n);
+      comm.allGather(r.out->data(), all.data(), count, weftFloat32).wait();
+      for (int p = 1; p < n; ++p)
+        RANK_EXPECT(std::memcmp(all.data() + p * count, all.data(), count * 4) == 0)
+            << r.what << ": rank " << p << " differs from rank 0";
+    }
+
+    // The engine runs the work while this thread computes, without wait().
+    {
+      auto x = gaussian(count, 7 + rank);
+      weft::Work w = b.allReduceAsync(std::span<float>(x));
+      double busy = 0;
+      const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!w.test() && std::chrono::steady_clock::now() < giveUp)
+        for (float v : xA0) busy += v;  // stand-in for backward compute
+      RANK_EXPECT(w.status() == weftSuccess)
+          << "not done by the engine alone: " << w.status() << " " << busy;
+    }
+
+    // A compressor destroyed with work queued waits for it.
+    auto xC = gaussian(count, rank);
+    std::vector<float> yC(count);
+    weft::Work wC;
+    {
+      weft::Compressor c(comm, specC);
+      wC = c.allReduceAsync(xC.data(), yC.data(), count, weftFloat32, weftAvg);
+    }
+    RANK_EXPECT(wC.status() == weftSuccess) << wC.status();
+    RANK_EXPECT(differences(specC, yC, modelC[0]) == 0) << "onebit differs from the model";
+
+    // Bad arguments throw at once; misuse found when the call runs comes
+    // back through the Work.
+    bool threw = false;
+    try {
+      (void)a.allReduceAsync(xA0.data(), yA0.data(), count, weftFloat32, weftMax);
+    } catch (const weft::Error& e) {
+      threw = e.code() == weftInvalidArgument &&
+              std::string(e.what()).find("weftSum or weftAvg") != std::string::npos;
+    }
+    RANK_EXPECT(threw);
+    weft::Work bad = a.allReduceAsync(xA0.data(), yA0.data(), count / 2, weftFloat32, weftAvg);
+    threw = false;
+    try {
+      bad.wait();
+    } catch (const weft::Error& e) {
+      threw = std::string(e.what()).find("one compressor per buffer") != std::string::npos;
+    }
+    RANK_EXPECT(threw);
   });
 }
 

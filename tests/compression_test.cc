@@ -16,6 +16,8 @@
 #include "compression/linalg.h"
 #include "compression/local_group.h"
 #include "compression/params.h"
+#include "compression/powersgd_kernels.h"
+#include "compression/rng.h"
 
 namespace weft::compression {
 namespace {
@@ -150,6 +152,43 @@ TEST(CompressionGroup, CastMatchesSerialReference) {
       for (int r = 0; r < n; ++r) sum += q(in(r, 0)[i]);
       const float want = q(sum / n);
       for (int r = 0; r < n; ++r) ASSERT_EQ(out[r][0][i], want) << spec << " i=" << i;
+    }
+  }
+}
+
+// Large cast buffers run pipelined in slices (two_phase.cc): the result must
+// still be the per-element serial reference, in place and not.
+TEST(CompressionGroup, PipelinedCastMatchesSerialReference) {
+  const size_t count = (size_t{6} << 20) + 77;  // 24 MiB of fp32: 3 slices
+  for (int n : {2, 3}) {
+    for (const char* spec : {"fp16", "bf16"}) {
+      const bool bf = spec[0] == 'b';
+      std::vector<std::vector<float>> in(n);
+      for (int r = 0; r < n; ++r) in[r] = gaussian(count, 20 + r);
+      auto q = [&](float v) {
+        return bf ? bf16ToFloat(floatToBf16(v)) : halfToFloat(floatToHalf(v));
+      };
+      std::vector<float> want(count);
+      for (size_t i = 0; i < count; ++i) {
+        float sum = 0;
+        for (int r = 0; r < n; ++r) sum += q(in[r][i]);
+        want[i] = q(sum / static_cast<float>(n));
+      }
+      std::vector<std::vector<float>> out(n);
+      Status st = runLocalGroup(n, [&](CollRunner& runner) -> Status {
+        auto c = make(spec);
+        const int r = runner.rank();
+        // Rank 0 in place, the others not.
+        out[r] = r == 0 ? in[r] : std::vector<float>(count);
+        const float* src = r == 0 ? out[r].data() : in[r].data();
+        return c->allReduce(runner, src, out[r].data(), count, weftFloat32, true);
+      });
+      ASSERT_TRUE(st.isOk()) << st.message();
+      for (int r = 0; r < n; ++r) {
+        size_t bad = 0;
+        for (size_t i = 0; i < count; ++i) bad += out[r][i] != want[i];
+        EXPECT_EQ(bad, 0u) << spec << " n=" << n << " rank " << r;
+      }
     }
   }
 }
@@ -293,6 +332,121 @@ TEST(CompressionGroup, PowerSgdIsExactOnLowRankMatrices) {
     }
     EXPECT_LT(maxErr, 1e-4 * maxAbs) << "rank " << r << ": max error " << maxErr;
   }
+}
+
+// PowerSGD as the paper writes it, on whole matrices through BLAS: the
+// serial reference for the fused row kernels (and their deferred residual
+// update, padding of reshaped vectors, odd ranks and widths).
+std::vector<std::vector<float>> powerSgdReference(int n, size_t rows, size_t cols, size_t r,
+                                                  size_t count, bool ef, int steps,
+                                                  const InputFn& inputs) {
+  const weftCompressorParams_t params = defaultParams();
+  std::vector<float> q(cols * r);
+  SplitMix rng(params.seed + 0x51ED2701ull);
+  for (float& v : q) v = static_cast<float>(rng.normal());
+  std::vector<std::vector<float>> res(n, std::vector<float>(rows * cols, 0.0f));
+  std::vector<std::vector<float>> outs;
+  std::vector<float> work(2 * rows * r);
+  for (int s = 0; s < steps; ++s) {
+    std::vector<std::vector<float>> m(n, std::vector<float>(rows * cols, 0.0f));
+    std::vector<float> p(rows * r, 0.0f), pk(rows * r), qn(cols * r, 0.0f), qk(cols * r);
+    for (int k = 0; k < n; ++k) {
+      const auto x = inputs(k, s);
+      for (size_t i = 0; i < count; ++i) m[k][i] = (ef ? res[k][i] : 0.0f) + x[i];
+      gemm(false, false, rows, r, cols, 1.0f, m[k].data(), q.data(), 0.0f, pk.data());
+      for (size_t i = 0; i < p.size(); ++i) p[i] += pk[i];
+    }
+    orthonormalize(p.data(), rows, r, work.data());
+    for (int k = 0; k < n; ++k) {
+      gemm(true, false, cols, r, rows, 1.0f, m[k].data(), p.data(), 0.0f, qk.data());
+      for (size_t i = 0; i < qn.size(); ++i) qn[i] += qk[i];
+    }
+    for (float& v : qn) v /= static_cast<float>(n);
+    q = qn;
+    std::vector<float> hat(rows * cols);
+    gemm(false, true, rows, cols, r, 1.0f, p.data(), q.data(), 0.0f, hat.data());
+    for (int k = 0; k < n; ++k)
+      for (size_t i = 0; i < count; ++i) res[k][i] = m[k][i] - hat[i];
+    outs.emplace_back(hat.begin(), hat.begin() + count);
+  }
+  return outs;
+}
+
+TEST(CompressionGroup, PowerSgdMatchesTheSerialReferenceOverSteps) {
+  struct Case {
+    const char* spec;
+    size_t rows, cols, r, count;
+    bool ef;
+  };
+  // 1000 elements reshape to 32 x 32 with 24 of padding; 37 x 29: widths
+  // that are no multiple of the vector width; rank 8: the largest fused.
+  for (const Case& c : {Case{"powersgd:rank=3", 32, 32, 3, 1000, true},
+                        Case{"powersgd:rank=3,ef=0", 32, 32, 3, 1000, false},
+                        Case{"powersgd:rank=4,rows=37,cols=29", 37, 29, 4, 37 * 29, true},
+                        Case{"powersgd:rank=8,rows=40,cols=64", 40, 64, 8, 40 * 64, true},
+                        Case{"powersgd:rank=1,rows=64,cols=64", 64, 64, 1, 64 * 64, true}})
+    for (bool scalar : {false, true}) {
+      const int n = 3, steps = 4;
+      auto in = [&](int rank, int step) { return gaussian(c.count, 1000 * step + rank); };
+      const auto want = powerSgdReference(n, c.rows, c.cols, c.r, c.count, c.ef, steps, in);
+      // The scalar kernels (CPUs without AVX2) as well as the vector ones.
+      psgdUseScalarKernels(scalar);
+      const auto got = runGroup(n, c.spec, c.count, steps, in);
+      psgdUseScalarKernels(false);
+      for (int s = 0; s < steps; ++s) {
+        double maxAbs = 0, maxErr = 0;
+        for (size_t i = 0; i < c.count; ++i) {
+          maxAbs = std::max(maxAbs, std::fabs(static_cast<double>(want[s][i])));
+          maxErr = std::max(maxErr, std::fabs(static_cast<double>(got[0][s][i]) - want[s][i]));
+        }
+        EXPECT_LT(maxErr, 1e-3 * maxAbs)
+            << c.spec << (scalar ? " scalar" : "") << " step " << s << ": max error " << maxErr;
+        for (int k = 1; k < n; ++k)
+          EXPECT_EQ(std::memcmp(got[k][s].data(), got[0][s].data(), c.count * 4), 0)
+              << c.spec << " rank " << k << " step " << s;
+      }
+    }
+}
+
+// M^ (expand, and the residual update in project) is computed alike by the
+// AVX2 and the scalar kernels, bit for bit, so that ranks on different CPUs
+// agree; the dot products (P, Q) may round differently.
+TEST(CompressionKernels, VectorAndScalarKernelsAgree) {
+  for (size_t r = 1; r <= kMaxFusedRank; ++r)
+    for (size_t ld : {37u, 64u})
+      for (size_t width : {ld, ld - 3}) {
+        const size_t rows = 6;
+        const auto qt = gaussian(r * ld, 1), p = gaussian(rows * r, 2), in = gaussian(rows * ld, 3);
+        const auto res0 = gaussian(rows * ld, 4);
+        std::vector<float> out[2], res[2], pn[2], back[2];
+        for (int scalar = 0; scalar < 2; ++scalar) {
+          psgdUseScalarKernels(scalar != 0);
+          // Unaligned on purpose: the streaming path starts with a head.
+          std::vector<float> o(rows * ld + 1, 0.0f);
+          psgdExpandRows(r, ld, width, rows, p.data(), qt.data(), o.data() + 1, true);
+          psgdStreamFence();
+          out[scalar] = o;
+          res[scalar] = res0;
+          pn[scalar].assign(rows * r, 0.0f);
+          for (size_t i = 0; i < rows; ++i)
+            psgdProjectRow(r, ld, width, in.data() + i * ld, res[scalar].data() + i * ld,
+                           p.data() + i * r, qt.data(), pn[scalar].data() + i * r);
+          back[scalar].assign(r * ld, 0.0f);
+          psgdBackProjectRows(r, ld, width, rows, in.data(), p.data(), back[scalar].data());
+        }
+        psgdUseScalarKernels(false);
+        EXPECT_EQ(out[0], out[1]) << "expand, r " << r << " ld " << ld << " width " << width;
+        EXPECT_EQ(res[0], res[1]) << "residual, r " << r << " ld " << ld << " width " << width;
+        for (size_t i = 0; i < pn[0].size(); ++i) EXPECT_NEAR(pn[0][i], pn[1][i], 1e-3f) << i;
+        for (size_t i = 0; i < back[0].size(); ++i) EXPECT_NEAR(back[0][i], back[1][i], 1e-3f) << i;
+        // And expand against the definition.
+        for (size_t i = 0; i < rows; ++i)
+          for (size_t j = 0; j < width; ++j) {
+            double v = 0;
+            for (size_t k = 0; k < r; ++k) v += double(p[i * r + k]) * qt[k * ld + j];
+            EXPECT_NEAR(out[0][1 + i * ld + j], v, 1e-4 * (1 + std::fabs(v)));
+          }
+      }
 }
 
 TEST(CompressionGroup, PowerSgdSendsSmallTensorsUncompressedAndExactly) {

@@ -134,7 +134,9 @@ class Comm {
 
 // Compressed allreduce on one gradient buffer (see weft.h): the compressor
 // owns that buffer's error-feedback residuals and warm-start state, so use
-// one per buffer for the whole run. allReduce blocks until it is done.
+// one per buffer for the whole run. allReduce blocks until it is done;
+// allReduceAsync returns a Work to wait on, so that the compressed allreduce
+// overlaps with compute.
 //
 //   weft::Compressor c(comm, "powersgd:rank=4");   // or (comm, kind, params)
 //   c.allReduce(std::span<float>(grad));           // average over ranks
@@ -153,6 +155,17 @@ class Compressor {
   template <class T>
   void allReduce(std::span<T> inplace, weftRedOp_t op = weftAvg) {
     allReduce(inplace.data(), inplace.data(), inplace.size(), dtypeOf<T>(), op);
+  }
+  // Queued on the communicator's progress engine behind everything posted
+  // before it, like Comm's collectives; returns at once. The buffers must
+  // stay untouched, and this compressor alive, until the Work is done; calls
+  // on one compressor run in the order they were made (reset() and the
+  // destructor wait for them).
+  Work allReduceAsync(const void* send, void* recv, size_t count, weftDataType_t dtype,
+                      weftRedOp_t op = weftAvg);
+  template <class T>
+  Work allReduceAsync(std::span<T> inplace, weftRedOp_t op = weftAvg) {
+    return allReduceAsync(inplace.data(), inplace.data(), inplace.size(), dtypeOf<T>(), op);
   }
   weftCompressorStats_t stats() const;
   void reset();

@@ -67,6 +67,33 @@ __attribute__((target("avx2"))) float absMeanAvx2(const float* a, size_t m) {
   return sum / static_cast<float>(m);
 }
 
+// r += a, then the mean |r| exactly as absMeanAvx2(r) computes it, in one
+// pass: the only one of the encoder's passes that reaches memory, so it
+// prefetches ahead (one core's hardware prefetcher leaves bandwidth unused).
+__attribute__((target("avx2"))) float addAbsMeanAvx2(float* r, const float* a, size_t m) {
+  constexpr size_t kAhead = 1024;
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  size_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(a + j + kAhead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(r + j + kAhead), _MM_HINT_T0);
+    const __m256 v0 = _mm256_add_ps(_mm256_loadu_ps(r + j), _mm256_loadu_ps(a + j));
+    const __m256 v1 = _mm256_add_ps(_mm256_loadu_ps(r + j + 8), _mm256_loadu_ps(a + j + 8));
+    _mm256_storeu_ps(r + j, v0);
+    _mm256_storeu_ps(r + j + 8, v1);
+    acc0 = _mm256_add_ps(acc0, _mm256_and_ps(absMask, v0));
+    acc1 = _mm256_add_ps(acc1, _mm256_and_ps(absMask, v1));
+  }
+  for (size_t t = j; t < m; ++t) r[t] += a[t];
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(acc0, acc1));
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  for (; j < m; ++j) sum += std::fabs(r[j]);
+  return sum / static_cast<float>(m);
+}
+
 __attribute__((target("avx2"))) void packAvx2(const float* a, size_t m, uint8_t* out) {
   const __m256 zero = _mm256_setzero_ps();
   size_t j = 0;
@@ -76,15 +103,21 @@ __attribute__((target("avx2"))) void packAvx2(const float* a, size_t m, uint8_t*
   if (j < m) packScalar(a + j, m - j, out + j / 8);
 }
 
-__attribute__((target("avx2"))) void subtractAvx2(float* r, size_t m, float s) {
+// packAvx2(r), then r -= (r >= 0 ? s : -s) as subtractScalar does, in one
+// pass over the block (one compare serves both).
+__attribute__((target("avx2"))) void packSubtractAvx2(float* r, size_t m, float s, uint8_t* out) {
   const __m256 zero = _mm256_setzero_ps(), pos = _mm256_set1_ps(s), neg = _mm256_set1_ps(-s);
   size_t j = 0;
   for (; j + 8 <= m; j += 8) {
     const __m256 v = _mm256_loadu_ps(r + j);
-    const __m256 q = _mm256_blendv_ps(neg, pos, _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
-    _mm256_storeu_ps(r + j, _mm256_sub_ps(v, q));
+    const __m256 ge = _mm256_cmp_ps(v, zero, _CMP_GE_OQ);
+    out[j / 8] = static_cast<uint8_t>(_mm256_movemask_ps(ge));
+    _mm256_storeu_ps(r + j, _mm256_sub_ps(v, _mm256_blendv_ps(neg, pos, ge)));
   }
-  subtractScalar(r + j, m - j, s);
+  if (j < m) {
+    packScalar(r + j, m - j, out + j / 8);
+    subtractScalar(r + j, m - j, s);
+  }
 }
 
 template <bool kAdd>
@@ -126,22 +159,27 @@ class OneBitCodec final : public ChunkCodec {
       const size_t m = std::min(block_, end - start);
       const float* a = x + (start - begin);
       float* r = residual ? residual + (start - begin) : nullptr;
+      float s;
       if (r != nullptr) {
         // acc = x + r, kept in r while the block is in cache.
-        for (size_t j = 0; j < m; ++j) r[j] += a[j];
+        if (avx2_) {
+          s = addAbsMeanAvx2(r, a, m);
+        } else {
+          for (size_t j = 0; j < m; ++j) r[j] += a[j];
+          s = absMeanScalar(r, m);
+        }
         a = r;
+      } else {
+        s = avx2_ ? absMeanAvx2(a, m) : absMeanScalar(a, m);
       }
-      const float s = avx2_ ? absMeanAvx2(a, m) : absMeanScalar(a, m);
       std::memcpy(wire + (start / block_) * sizeof(float), &s, sizeof(float));
-      if (avx2_)
+      if (r != nullptr && avx2_) {
+        packSubtractAvx2(r, m, s, signs + start / 8);
+      } else if (avx2_) {
         packAvx2(a, m, signs + start / 8);
-      else
+      } else {
         packScalar(a, m, signs + start / 8);
-      if (r != nullptr) {
-        if (avx2_)
-          subtractAvx2(r, m, s);
-        else
-          subtractScalar(r, m, s);
+        if (r != nullptr) subtractScalar(r, m, s);
       }
     }
   }

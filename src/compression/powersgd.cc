@@ -12,13 +12,19 @@
 //
 // Cost: 2 allreduces; bytes sent per rank 2(n-1)/n * 4 * (U + sum (rows +
 // cols) * r) for U uncompressed elements, against 2(n-1)/n * 4 * N.
+// Memory: for rank <= kMaxFusedRank three sweeps over M (powersgd_kernels.h):
+// read G and R, write M into R (last step's M^ comes off here, not at the
+// end of that step); read M; stream M^ out: 5 x 4N bytes with feedback, 3 x
+// 4N without. Larger ranks go through BLAS in row blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "compression/big_buffer.h"
 #include "compression/compressor.h"
 #include "compression/linalg.h"
+#include "compression/powersgd_kernels.h"
 #include "compression/rng.h"
 #include "kernels/reduce.h"
 
@@ -111,66 +117,47 @@ class PowerSgdCompressor final : public Compressor {
       if (t.r) t.pOffset += uncompressed;
     pq_.assign(uncompressed + pTotal, 0.0f);
     q_.assign(qTotal, 0.0f);
-    if (padded_ != count) m_.assign(padded_, 0.0f);
+    qt_.assign(qTotal, 0.0f);
     work_.assign(maxWork, 0.0f);
-    size_t maxScratch = 0;
-    for (const Tensor& t : tensors_)
-      if (t.r) maxScratch = std::max(maxScratch, rowBlock(t.cols) * t.cols);
-    // (also used without feedback, for the output's row blocks)
+    size_t maxScratch = 0, maxQ = 0;
+    bool blasPadded = false;
+    for (const Tensor& t : tensors_) {
+      if (fused(t)) maxQ = std::max(maxQ, t.cols * t.r);
+      if (t.r && !fused(t)) {
+        maxScratch = std::max(maxScratch, rowBlock(t.cols) * t.cols);
+        blasPadded = padded_ != count;
+      }
+    }
+    qtNew_.assign(maxQ, 0.0f);
+    // BLAS path only: one row block of M^, and a padded copy of a reshaped
+    // vector without feedback.
     scratch_.assign(maxScratch, 0.0f);
+    if (blasPadded && !params_.errorFeedback) m_.assign(padded_, 0.0f);
     pending_ = false;
-    if (params_.errorFeedback) residual_.assign(padded_, 0.0f);
+    if (params_.errorFeedback) residual_.assign(padded_);
     initQ();
     return Status::ok();
   }
 
   void clearState() override {
     tensors_.clear();
-    for (auto* v : {&pq_, &q_, &m_, &work_, &scratch_, &residual_}) std::vector<float>().swap(*v);
+    for (auto* v : {&pq_, &q_, &qt_, &qtNew_, &m_, &work_, &scratch_})
+      std::vector<float>().swap(*v);
+    residual_.clear();
     pending_ = false;
   }
 
   Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
                 bool average) override {
     const bool ef = params_.errorFeedback != 0;
-    const bool padded = padded_ != count;
-    // M = in + residual, built in the residual (with feedback) or a padded
-    // copy of `in` (reshaped vectors), else `in` itself.
-    float* mbuf = ef ? residual_.data() : (padded ? m_.data() : nullptr);
-    if (padded) std::memset(mbuf + count, 0, (padded_ - count) * sizeof(float));
-    if (!ef && padded) std::memcpy(mbuf, in, count * sizeof(float));
-    const float* m = mbuf ? mbuf : in;
-
     for (const Tensor& t : tensors_) {
-      const size_t len = t.rows * t.cols;
       if (t.r == 0) {
-        if (ef) addInput(in, t.offset, len, count);
-        std::memcpy(pq_.data() + t.uOffset, m + t.offset, len * sizeof(float));
-        continue;
-      }
-      // Row blocks: M's rows are formed and multiplied while in cache. With
-      // feedback the residual buffer holds last step's M, and last step's
-      // M^ = P Q^T is taken off here rather than at the end of that step:
-      // one pass over the matrix less.
-      const size_t step = rowBlock(t.cols);
-      for (size_t r0 = 0; r0 < t.rows; r0 += step) {
-        const size_t rows = std::min(step, t.rows - r0);
-        const size_t off = t.offset + r0 * t.cols;
-        float* p = pq_.data() + t.pOffset + r0 * t.r;
-        if (ef) {
-          float* mrow = residual_.data() + off;
-          if (pending_) {
-            gemm(false, true, rows, t.cols, t.r, 1.0f, p, q_.data() + t.qOffset, 0.0f,
-                 scratch_.data());
-            for (size_t i = 0; i < rows * t.cols; ++i) mrow[i] -= scratch_[i];
-          }
-          addInput(in, off, rows * t.cols, count);
-          if (off + rows * t.cols > count) {  // padding of a reshaped vector stays zero
-            const size_t from = count > off ? count - off : 0;
-            std::memset(mrow + from, 0, (rows * t.cols - from) * sizeof(float));
-          }
-        }
-        gemm(false, false, rows, t.r, t.cols, 1.0f, m + off, q_.data() + t.qOffset, 0.0f, p);
+        // The residual of an uncompressed tensor stays zero: M = in.
+        std::memcpy(pq_.data() + t.uOffset, in + t.offset, t.rows * t.cols * sizeof(float));
+      } else if (fused(t)) {
+        projectFused(t, in, count, ef);
+      } else {
+        projectBlas(t, in, count, ef);
       }
     }
     // One allreduce carries the uncompressed tensors and every P.
@@ -181,7 +168,12 @@ class PowerSgdCompressor final : public Compressor {
       anyCompressed = true;
       float* p = pq_.data() + t.pOffset;
       orthonormalize(p, t.rows, t.r, work_.data());
-      gemm(true, false, t.cols, t.r, t.rows, 1.0f, m + t.offset, p, 0.0f, q_.data() + t.qOffset);
+      if (fused(t)) {
+        backProjectFused(t, ef ? residual_.data() : in, count);
+      } else {
+        gemm(true, false, t.cols, t.r, t.rows, 1.0f, blasM(in, ef) + t.offset, p, 0.0f,
+             q_.data() + t.qOffset);
+      }
     }
     if (anyCompressed) {
       WEFT_RETURN_IF_ERROR(runner.allReduceSum(q_.data(), q_.size()));
@@ -190,8 +182,8 @@ class PowerSgdCompressor final : public Compressor {
         for (float& v : q_) v /= n;
       }
     }
-    // M^ = P Q^T into the output (a padded scratch for reshaped vectors).
-    // The residual keeps M; M^ comes off it at the start of the next step.
+    // M^ = P Q^T into the output. The residual keeps M; M^ comes off it at
+    // the start of the next step.
     for (const Tensor& t : tensors_) {
       const size_t len = t.rows * t.cols;
       if (t.r == 0) {
@@ -199,24 +191,11 @@ class PowerSgdCompressor final : public Compressor {
         float* o = out + t.offset;
         const float n = static_cast<float>(n_);
         for (size_t i = 0; i < len; ++i) o[i] = average ? u[i] / n : u[i];
-        if (ef) std::memset(residual_.data() + t.offset, 0, len * sizeof(float));
-        continue;
-      }
-      if (padded) {
-        gemm(false, true, t.rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset, q_.data() + t.qOffset,
-             0.0f, m_.data());
-        kernels::copyOut(out, m_.data(), count * sizeof(float), count * sizeof(float));
-        continue;
-      }
-      // Row blocks into cache, then streamed out (non-temporal for large
-      // outputs, which would otherwise be read before being written).
-      const size_t step = rowBlock(t.cols);
-      for (size_t r0 = 0; r0 < t.rows; r0 += step) {
-        const size_t rows = std::min(step, t.rows - r0);
-        gemm(false, true, rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset + r0 * t.r,
-             q_.data() + t.qOffset, 0.0f, scratch_.data());
-        kernels::copyOut(out + t.offset + r0 * t.cols, scratch_.data(),
-                         rows * t.cols * sizeof(float), count * sizeof(float));
+      } else if (fused(t)) {
+        transpose(q_.data() + t.qOffset, t.cols, t.r, qt_.data() + t.qOffset);
+        expandFused(t, out, count);
+      } else {
+        expandBlas(t, out, count);
       }
     }
     pending_ = ef;
@@ -224,8 +203,127 @@ class PowerSgdCompressor final : public Compressor {
   }
 
  private:
-  // Rows per block: about 64 KiB of M.
+  static bool fused(const Tensor& t) { return t.r != 0 && t.r <= kMaxFusedRank; }
+  // Rows per block (BLAS path): about 64 KiB of M.
   static size_t rowBlock(size_t cols) { return std::max<size_t>(1, 16384 / cols); }
+  // Elements of the row at `off` that are real (the rest is padding of a
+  // reshaped vector).
+  static size_t widthAt(size_t off, size_t cols, size_t count) {
+    return off >= count ? 0 : std::min(cols, count - off);
+  }
+  // dst (cols x rows) = src (rows x cols) transposed.
+  static void transpose(const float* src, size_t rows, size_t cols, float* dst) {
+    for (size_t i = 0; i < rows; ++i)
+      for (size_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
+  }
+
+  // Fused path, sweep 1: M = residual - last M^ + in (into the residual),
+  // P = M Q, row by row.
+  void projectFused(const Tensor& t, const float* in, size_t count, bool ef) {
+    const float* qt = qt_.data() + t.qOffset;
+    float* p = pq_.data() + t.pOffset;
+    for (size_t i = 0; i < t.rows; ++i) {
+      const size_t off = t.offset + i * t.cols;
+      const size_t w = widthAt(off, t.cols, count);
+      float* res = ef ? residual_.data() + off : nullptr;
+      psgdProjectRow(t.r, t.cols, w, w ? in + off : in, res, pending_ ? p + i * t.r : nullptr, qt,
+                     p + i * t.r);
+      if (res && w < t.cols) std::memset(res + w, 0, (t.cols - w) * sizeof(float));
+    }
+  }
+
+  // Rows of t that lie wholly inside the buffer (all but a reshaped
+  // vector's padding and its partial last row).
+  static size_t fullRows(const Tensor& t, size_t count) {
+    return count <= t.offset ? 0 : std::min(t.rows, (count - t.offset) / t.cols);
+  }
+
+  // Sweep 2: Q = M^T P, last rows first: they are the ones sweep 1 left in
+  // cache.
+  void backProjectFused(const Tensor& t, const float* m, size_t count) {
+    float* qn = qtNew_.data();
+    std::memset(qn, 0, t.cols * t.r * sizeof(float));
+    const float* p = pq_.data() + t.pOffset;
+    const size_t full = fullRows(t, count);
+    if (full < t.rows) {
+      const size_t off = t.offset + full * t.cols;
+      const size_t w = widthAt(off, t.cols, count);
+      if (w) psgdBackProjectRows(t.r, t.cols, w, 1, m + off, p + full * t.r, qn);
+    }
+    constexpr size_t kBlock = 64;
+    for (size_t end = full; end > 0;) {
+      const size_t begin = end > kBlock ? end - kBlock : 0;
+      psgdBackProjectRows(t.r, t.cols, t.cols, end - begin, m + t.offset + begin * t.cols,
+                          p + begin * t.r, qn);
+      end = begin;
+    }
+    transpose(qn, t.r, t.cols, q_.data() + t.qOffset);
+  }
+
+  // Sweep 3: out = P Q^T (qt_ holds the reduced Q, transposed).
+  void expandFused(const Tensor& t, float* out, size_t count) {
+    const bool stream = kernels::streamsOutput(count * sizeof(float));
+    const float* qt = qt_.data() + t.qOffset;
+    const float* p = pq_.data() + t.pOffset;
+    const size_t full = fullRows(t, count);
+    psgdExpandRows(t.r, t.cols, t.cols, full, p, qt, out + t.offset, stream);
+    if (full < t.rows) {
+      const size_t off = t.offset + full * t.cols;
+      const size_t w = widthAt(off, t.cols, count);
+      if (w) psgdExpandRows(t.r, t.cols, w, 1, p + full * t.r, qt, out + off, stream);
+    }
+    if (stream) psgdStreamFence();
+  }
+
+  // M for the BLAS path: the residual (feedback), a padded copy of a
+  // reshaped vector, or the input itself.
+  const float* blasM(const float* in, bool ef) const {
+    return ef ? residual_.data() : (m_.empty() ? in : m_.data());
+  }
+
+  // BLAS path (rank > kMaxFusedRank), sweep 1, in row blocks so that M's
+  // rows are formed and multiplied while in cache.
+  void projectBlas(const Tensor& t, const float* in, size_t count, bool ef) {
+    if (!ef && !m_.empty()) {
+      std::memcpy(m_.data(), in, count * sizeof(float));
+      std::memset(m_.data() + count, 0, (padded_ - count) * sizeof(float));
+    }
+    const float* m = blasM(in, ef);
+    const size_t step = rowBlock(t.cols);
+    for (size_t r0 = 0; r0 < t.rows; r0 += step) {
+      const size_t rows = std::min(step, t.rows - r0);
+      const size_t off = t.offset + r0 * t.cols;
+      float* p = pq_.data() + t.pOffset + r0 * t.r;
+      if (ef) {
+        float* mrow = residual_.data() + off;
+        if (pending_) {
+          gemm(false, true, rows, t.cols, t.r, 1.0f, p, q_.data() + t.qOffset, 0.0f,
+               scratch_.data());
+          for (size_t i = 0; i < rows * t.cols; ++i) mrow[i] -= scratch_[i];
+        }
+        addInput(in, off, rows * t.cols, count);
+        if (off + rows * t.cols > count) {  // padding of a reshaped vector stays zero
+          const size_t from = count > off ? count - off : 0;
+          std::memset(mrow + from, 0, (rows * t.cols - from) * sizeof(float));
+        }
+      }
+      gemm(false, false, rows, t.r, t.cols, 1.0f, m + off, q_.data() + t.qOffset, 0.0f, p);
+    }
+  }
+
+  // BLAS path, sweep 3: row blocks into cache, then streamed out.
+  void expandBlas(const Tensor& t, float* out, size_t count) {
+    const size_t step = rowBlock(t.cols);
+    for (size_t r0 = 0; r0 < t.rows; r0 += step) {
+      const size_t rows = std::min(step, t.rows - r0);
+      const size_t off = t.offset + r0 * t.cols;
+      const size_t w = off >= count ? 0 : std::min(rows * t.cols, count - off);
+      if (w == 0) break;
+      gemm(false, true, rows, t.cols, t.r, 1.0f, pq_.data() + t.pOffset + r0 * t.r,
+           q_.data() + t.qOffset, 0.0f, scratch_.data());
+      kernels::copyOut(out + off, scratch_.data(), w * sizeof(float), count * sizeof(float));
+    }
+  }
 
   // residual[off, off+len) += in (elements past count are padding).
   void addInput(const float* in, size_t off, size_t len, size_t count) {
@@ -241,6 +339,7 @@ class PowerSgdCompressor final : public Compressor {
       SplitMix rng(params_.seed + 0x51ED2701ull * (i + 1));
       float* q = q_.data() + t.qOffset;
       for (size_t j = 0; j < t.cols * t.r; ++j) q[j] = static_cast<float>(rng.normal());
+      if (fused(t)) transpose(q, t.cols, t.r, qt_.data() + t.qOffset);
     }
   }
 
@@ -248,13 +347,15 @@ class PowerSgdCompressor final : public Compressor {
   size_t padded_ = 0;
   size_t uncompressed_ = 0;
   std::vector<Tensor> tensors_;
-  std::vector<float> pq_;        // uncompressed tensors, then every P
-  std::vector<float> q_;         // every Q (warm start between steps)
-  std::vector<float> m_;         // reshaped vectors only: padded M, then M^
-  std::vector<float> work_;      // Householder workspace
-  std::vector<float> scratch_;   // one row block of last step's M^
-  std::vector<float> residual_;  // padded_ elements: M - M^ (M until the next step)
-  bool pending_ = false;         // residual_ still holds M: take last step's M^ off
+  std::vector<float> pq_;       // uncompressed tensors, then every P
+  std::vector<float> q_;        // every Q (cols x r; warm start between steps)
+  std::vector<float> qt_;       // fused path: every reduced Q transposed (r x cols)
+  std::vector<float> qtNew_;    // fused path: one tensor's M^T P, transposed
+  std::vector<float> m_;        // BLAS path, reshaped vector without feedback: padded M
+  std::vector<float> work_;     // Householder workspace
+  std::vector<float> scratch_;  // BLAS path: one row block of M^
+  BigBuffer residual_;          // padded_ elements: M - M^ (M until the next step)
+  bool pending_ = false;        // residual_ still holds M: take last step's M^ off
 };
 
 }  // namespace

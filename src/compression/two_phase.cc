@@ -12,7 +12,19 @@
 // per element): 2 steps (all-to-all, all-gather); bytes sent per rank
 // 2(n-1)W ~ 2(n-1)/n * N * c: 1-bit c = 1/8 + 4/block (vs 4 for fp32), the
 // casts c = 2.
+//
+// Large cast buffers run pipelined: the buffer is cut into S slices, each a
+// two-phase allreduce of its own (a cast's result is per element, so it does
+// not depend on the cut), and a helper thread encodes, combines and decodes
+// slices while this thread keeps the wire busy with the next one:
+//   wire:    a2a(0) a2a(1) ag(0) a2a(2) ag(1) ... ag(S-1)
+//   helper:  enc(0..S-1), own(s) after a2a(s), dec(s) after ag(s)
+// so only enc(0), own(S-1) and dec(S-1) are not hidden behind the wire.
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "compression/codec.h"
@@ -21,6 +33,61 @@
 
 namespace weft::compression {
 namespace {
+
+// A thread that runs jobs in the order they are posted (a handful per call,
+// so std::function and a condition variable are cheap enough). Destroying
+// it drops the jobs not yet started and joins.
+class JobThread {
+ public:
+  JobThread() : thread_([this] { loop(); }) {}
+  JobThread(const JobThread&) = delete;
+  JobThread& operator=(const JobThread&) = delete;
+  ~JobThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Returns the job's number, for waitFor.
+  size_t post(std::function<void()> job) {
+    size_t k;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      k = jobs_.size();
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_all();
+    return k;
+  }
+  void waitFor(size_t k) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return finished_ > k; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || finished_ < jobs_.size(); });
+      if (quit_) return;
+      std::function<void()> job = std::move(jobs_[finished_]);
+      lock.unlock();
+      job();
+      lock.lock();
+      ++finished_;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::function<void()>> jobs_;
+  size_t finished_ = 0;
+  bool quit_ = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
 
 class TwoPhaseCompressor final : public Compressor {
  public:
@@ -45,17 +112,26 @@ class TwoPhaseCompressor final : public Compressor {
  protected:
   Status bind(size_t count, int nranks) override {
     n_ = nranks;
+    // Large cast buffers run pipelined in slices. Not 1-bit: its compute
+    // outweighs its wire time, and the helper thread would share the rank's
+    // core with this thread, which keeps polling the transport (measured
+    // slower on 2 ranks per 2 cores). The stages take residuals all the same.
+    const bool cast = kind_ == weftCompressFp16 || kind_ == weftCompressBf16;
+    slices_ =
+        cast && nranks > 1 ? std::min<size_t>(kMaxSlices, count * sizeof(float) / kSliceBytes) : 1;
+    if (slices_ < 2) slices_ = 1;
+    const size_t perSlice = (count + slices_ - 1) / slices_;
     // A multiple of 32 keeps every chunk's wire image 4-byte aligned.
-    cap_ = ((count + nranks - 1) / nranks + 31) / 32 * 32;
+    cap_ = ((perSlice + nranks - 1) / nranks + 31) / 32 * 32;
     wire_ = codec_->wireBytes(cap_);
-    send_.assign(wire_ * n_, 0);
-    recv_.assign(wire_ * n_, 0);
-    gathered_.assign(wire_ * n_, 0);
+    send_.assign(wire_ * n_ * slices_, 0);
+    recv_.assign(wire_ * n_ * slices_, 0);
+    gathered_.assign(wire_ * n_ * slices_, 0);
     const size_t g = codec_->granule();
     tile_.assign(std::max<size_t>(g, (4096 + g - 1) / g * g), 0.0f);
     if (errorFeedback_) {
       workerResidual_.assign(count, 0.0f);
-      serverResidual_.assign(cap_, 0.0f);
+      serverResidual_.assign(cap_ * slices_, 0.0f);
     }
     return Status::ok();
   }
@@ -67,61 +143,117 @@ class TwoPhaseCompressor final : public Compressor {
 
   Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
                 bool average) override {
-    const int me = runner.rank();
-    for (int j = 0; j < n_; ++j) {
-      const size_t off = j * cap_;
-      codec_->encode(in + std::min(off, count),
-                     errorFeedback_ ? workerResidual_.data() + std::min(off, count) : nullptr,
-                     chunkLen(j, count), cap_, send_.data() + j * wire_);
-    }
-    WEFT_RETURN_IF_ERROR(runner.allToAll(send_.data(), recv_.data(), wire_));
-
-    // Owner: decode-sum-encode tile by tile, so that the sum never leaves
-    // the cache.
-    const size_t mine = chunkLen(me, count);
-    uint8_t* owned = send_.data();  // free again: reuse for the owner's encoding
-    const float n = static_cast<float>(n_);
-    float* tile = tile_.data();
-    for (size_t b = 0; b < mine; b += tile_.size()) {
-      const size_t e = std::min(mine, b + tile_.size());
-      for (int p = 0; p < n_; ++p)
-        codec_->decodeRange(recv_.data() + p * wire_, b, e, cap_, tile, p > 0);
-      if (average)
-        for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
-      codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + b : nullptr, b, e, cap_,
-                          owned);
-    }
-    codec_->zeroUnused(owned, mine, cap_);
-    WEFT_RETURN_IF_ERROR(runner.allGather(owned, gathered_.data(), wire_));
-
-    // Decode tile by tile and stream the tiles out: a large output cannot
-    // stay in cache, and non-temporal stores skip reading it first.
-    for (int j = 0; j < n_; ++j) {
-      const size_t len = chunkLen(j, count);
-      for (size_t b = 0; b < len; b += tile_.size()) {
-        const size_t e = std::min(len, b + tile_.size());
-        codec_->decodeRange(gathered_.data() + j * wire_, b, e, cap_, tile, false);
-        kernels::copyOut(out + j * cap_ + b, tile, (e - b) * sizeof(float), count * sizeof(float));
-      }
-    }
+    if (slices_ > 1) return reducePipelined(runner, in, out, count, average);
+    encodeSlice(0, in, count);
+    WEFT_RETURN_IF_ERROR(runner.allToAll(wireOf(send_, 0, 0), wireOf(recv_, 0, 0), wire_));
+    combineSlice(0, runner.rank(), count, average, tile_.data(), tile_.size());
+    WEFT_RETURN_IF_ERROR(runner.allGather(wireOf(send_, 0, 0), wireOf(gathered_, 0, 0), wire_));
+    decodeSlice(0, out, count, tile_.data(), tile_.size());
     return Status::ok();
   }
 
  private:
+  // Pipelining: slices of at least this many fp32 bytes, at most kMaxSlices.
+  static constexpr size_t kSliceBytes = size_t{8} << 20;
+  static constexpr size_t kMaxSlices = 8;
+
   size_t chunkLen(int j, size_t count) const {
     const size_t off = static_cast<size_t>(j) * cap_;
     return off >= count ? 0 : std::min(cap_, count - off);
+  }
+  // Slice s, chunk j: where it starts in the buffer, and its length.
+  size_t sliceOff(size_t s, int j) const { return (s * n_ + j) * cap_; }
+  size_t sliceLen(size_t s, int j, size_t count) const {
+    const size_t off = sliceOff(s, j);
+    return off >= count ? 0 : std::min(cap_, count - off);
+  }
+  uint8_t* wireOf(std::vector<uint8_t>& v, size_t s, int j) {
+    return v.data() + (s * n_ + j) * wire_;
+  }
+
+  // The stages of one slice. Worker: encode every chunk (+ its residual).
+  void encodeSlice(size_t s, const float* in, size_t count) {
+    for (int j = 0; j < n_; ++j) {
+      const size_t off = std::min(sliceOff(s, j), count);
+      codec_->encode(in + off, errorFeedback_ ? workerResidual_.data() + off : nullptr,
+                     sliceLen(s, j, count), cap_, wireOf(send_, s, j));
+    }
+  }
+  // Owner: this rank's chunk of slice s, decode-sum-encode into the slice's
+  // send area (free once its all-to-all is done), tile by tile so that the
+  // sum never leaves the cache.
+  void combineSlice(size_t s, int me, size_t count, bool average, float* tile, size_t tileLen) {
+    const size_t mine = sliceLen(s, me, count);
+    uint8_t* owned = wireOf(send_, s, 0);
+    const float n = static_cast<float>(n_);
+    for (size_t b = 0; b < mine; b += tileLen) {
+      const size_t e = std::min(mine, b + tileLen);
+      for (int p = 0; p < n_; ++p)
+        codec_->decodeRange(wireOf(recv_, s, p), b, e, cap_, tile, p > 0);
+      if (average)
+        for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
+      codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + s * cap_ + b : nullptr, b,
+                          e, cap_, owned);
+    }
+    codec_->zeroUnused(owned, mine, cap_);
+  }
+  // Everyone: decode tile by tile and stream the tiles out (a large output
+  // cannot stay in cache, and non-temporal stores skip reading it first).
+  void decodeSlice(size_t s, float* out, size_t count, float* tile, size_t tileLen) {
+    for (int j = 0; j < n_; ++j) {
+      const size_t len = sliceLen(s, j, count);
+      for (size_t b = 0; b < len; b += tileLen) {
+        const size_t e = std::min(len, b + tileLen);
+        codec_->decodeRange(wireOf(gathered_, s, j), b, e, cap_, tile, false);
+        kernels::copyOut(out + sliceOff(s, j) + b, tile, (e - b) * sizeof(float),
+                         count * sizeof(float));
+      }
+    }
+  }
+
+  Status reducePipelined(CollRunner& runner, const float* in, float* out, size_t count,
+                         bool average) {
+    const int me = runner.rank();
+    const size_t S = slices_;
+    float* tile = tile_.data();  // the helper's alone while it runs
+    const size_t tileLen = tile_.size();
+    JobThread helper;  // its destructor drops what an error left unstarted
+    std::vector<size_t> encoded(S), combined(S);
+    for (size_t s = 0; s < S; ++s)
+      encoded[s] = helper.post([this, s, in, count] { encodeSlice(s, in, count); });
+    size_t last = 0;
+    // Wire: a2a(0), then a2a(s) before ag(s-1), so that the helper combines
+    // slice s-1 while slice s travels.
+    for (size_t s = 0; s <= S; ++s) {
+      if (s < S) {
+        helper.waitFor(encoded[s]);
+        WEFT_RETURN_IF_ERROR(runner.allToAll(wireOf(send_, s, 0), wireOf(recv_, s, 0), wire_));
+        combined[s] = helper.post([this, s, me, count, average, tile, tileLen] {
+          combineSlice(s, me, count, average, tile, tileLen);
+        });
+      }
+      if (s >= 1) {
+        const size_t d = s - 1;
+        helper.waitFor(combined[d]);
+        WEFT_RETURN_IF_ERROR(runner.allGather(wireOf(send_, d, 0), wireOf(gathered_, d, 0), wire_));
+        last = helper.post(
+            [this, d, out, count, tile, tileLen] { decodeSlice(d, out, count, tile, tileLen); });
+      }
+    }
+    helper.waitFor(last);
+    return Status::ok();
   }
 
   std::unique_ptr<ChunkCodec> codec_;
   bool errorFeedback_ = false;
   int n_ = 0;
-  size_t cap_ = 0;   // elements per chunk
-  size_t wire_ = 0;  // wire bytes per chunk
+  size_t slices_ = 1;  // pipelined casts above 16 MiB: slices of n chunks each
+  size_t cap_ = 0;     // elements per chunk
+  size_t wire_ = 0;    // wire bytes per chunk
   std::vector<uint8_t> send_, recv_, gathered_;
   std::vector<float> tile_;            // the owner's sums, a few granules at a time
   std::vector<float> workerResidual_;  // count elements
-  std::vector<float> serverResidual_;  // this rank's chunk
+  std::vector<float> serverResidual_;  // this rank's chunk of every slice
 };
 
 }  // namespace

@@ -351,13 +351,14 @@ std::shared_ptr<WorkState> postTask(weftComm* comm, Task task) {
   return work;
 }
 
-Status commRunCall(weftComm* comm, CollCall& call) {
+Status commRunCall(weftComm* comm, CollCall& call, const std::atomic<int64_t>* deadline) {
   if (comm->asyncError.load() != weftSuccess) return stickyError(comm);
-  return runColl(comm, call, nullptr);
+  return runColl(comm, call, deadline);
 }
 
 Status commRunTask(weftComm* comm, Task& task) {
   if (comm->asyncError.load() != weftSuccess) return stickyError(comm);
+  if (task.composite) return task.composite(task.deadline);
   for (CollCall& call : task.colls) WEFT_RETURN_IF_ERROR(runColl(comm, call, task.deadline));
   if (!task.p2p.empty()) {
     if (task.p2pFlightSeq == 0) {

@@ -132,8 +132,9 @@ Status commRunTask(weftComm* comm, Task& task);
 void addToTask(Task& task, const CollCall& call);
 // Queues a task on the communicator's engine.
 std::shared_ptr<WorkState> postTask(weftComm* comm, Task task);
-// Runs one collective on the calling thread.
-Status commRunCall(weftComm* comm, CollCall& call);
+// Runs one collective on the calling thread (deadline: a work handle's own,
+// for the collectives of a composite task).
+Status commRunCall(weftComm* comm, CollCall& call, const std::atomic<int64_t>* deadline = nullptr);
 
 // Resolves an op for a call (validation happens before).
 Status resolveOp(weftComm* comm, int raw, weftDataType_t dtype, RedOp* out);

@@ -1,6 +1,11 @@
 // The C API of compressed allreduce: compressor handles, argument checks,
 // and the runner through which the compression layer reaches the
-// communicator's collectives.
+// communicator's collectives. The C call runs inline after the queued work;
+// postCompressedAllReduce (compression_api.h) queues the same as a composite
+// task on the engine.
+#include "core/compression_api.h"
+
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <string>
@@ -16,7 +21,8 @@
 struct weftCompressor {
   weftComm* comm = nullptr;
   std::unique_ptr<weft::compression::Compressor> impl;
-  std::mutex mu;  // one compressed allreduce at a time on this state
+  std::mutex mu;               // one compressed allreduce at a time on this state
+  std::atomic<int> queued{0};  // posted and not yet finished (allReduceAsync)
 };
 
 namespace weft {
@@ -54,7 +60,8 @@ Status checkCompressor(const weftCompressor* c) {
 // selection, timeouts and failure handling as for any collective).
 class CommRunner final : public compression::CollRunner {
  public:
-  explicit CommRunner(weftComm* comm) : comm_(comm) {}
+  explicit CommRunner(weftComm* comm, const std::atomic<int64_t>* deadline = nullptr)
+      : comm_(comm), deadline_(deadline) {}
   int rank() const override { return comm_->rank; }
   int nranks() const override { return comm_->nranks; }
   Status allToAll(const void* send, void* recv, size_t bytes) override {
@@ -76,10 +83,48 @@ class CommRunner final : public compression::CollRunner {
     call.args.count = count;
     call.args.dtype = dtype;
     call.rawOp = weftSum;
-    return commRunCall(comm_, call);
+    return commRunCall(comm_, call, deadline_);
   }
   weftComm* comm_;
+  const std::atomic<int64_t>* deadline_;
 };
+
+Status checkCall(const void* sendbuff, void* recvbuff, size_t count, int rawType, int rawOp,
+                 weftCompressor* compressor, weftComm* comm) {
+  WEFT_RETURN_IF_ERROR(checkComm(comm));
+  WEFT_RETURN_IF_ERROR(checkCompressor(compressor));
+  if (compressor->comm != comm)
+    return Status(weftInvalidArgument,
+                  "weftCompressedAllReduce: the compressor was created on another communicator");
+  if (!dtypeValid(rawType))
+    return makeError(weftInvalidArgument, "weftCompressedAllReduce: invalid dtype %d", rawType);
+  if (rawOp != weftSum && rawOp != weftAvg)
+    return makeError(weftInvalidArgument,
+                     "weftCompressedAllReduce: op %d; compressed allreduce takes weftSum or "
+                     "weftAvg",
+                     rawOp);
+  if (count > 0 && (sendbuff == nullptr || recvbuff == nullptr))
+    return Status(weftInvalidArgument, "weftCompressedAllReduce: sendbuff or recvbuff is NULL");
+  return Status::ok();
+}
+
+// The compressed allreduce itself, on the thread that runs the engine's
+// queue (the lock is taken only then: the queue may hold other calls on
+// this compressor, which the driving thread runs first).
+Status runCompressed(const void* send, void* recv, size_t count, int rawType, int rawOp,
+                     weftCompressor* compressor, weftComm* comm,
+                     const std::atomic<int64_t>* deadline) {
+  std::lock_guard<std::mutex> lock(compressor->mu);
+  CommRunner runner(comm, deadline);
+  return compressor->impl->allReduce(runner, send, recv, count,
+                                     static_cast<weftDataType_t>(rawType), rawOp == weftAvg);
+}
+
+// Waits for the compressor's queued work (before reset or destroy).
+void waitQueued(weftCompressor* c) {
+  if (c->queued.load(std::memory_order_acquire) == 0) return;
+  if (checkComm(c->comm).isOk()) (void)c->comm->engine->drain();
+}
 
 Status create(weftComm* comm, int rawKind, const weftCompressorParams_t& params,
               weftCompressor_t* out) {
@@ -96,6 +141,31 @@ Status create(weftComm* comm, int rawKind, const weftCompressorParams_t& params,
 }
 
 }  // namespace
+
+Status postCompressedAllReduce(const void* send, void* recv, size_t count, int rawType, int rawOp,
+                               weftCompressor* compressor, weftComm* comm,
+                               std::shared_ptr<WorkState>* work) {
+  WEFT_RETURN_IF_ERROR(checkCall(send, recv, count, rawType, rawOp, compressor, comm));
+  Task task;
+  task.composite = [=](const std::atomic<int64_t>* deadline) -> Status {
+    struct Done {
+      weftCompressor* c;
+      ~Done() { c->queued.fetch_sub(1, std::memory_order_acq_rel); }
+    } done{compressor};
+    // Runs on the engine: nothing may escape as an exception.
+    try {
+      return runCompressed(send, recv, count, rawType, rawOp, compressor, comm, deadline);
+    } catch (const std::bad_alloc&) {
+      return Status(weftSystemError, "out of host memory");
+    } catch (const std::exception& e) {
+      return Status(weftInternalError, std::string("internal error: ") + e.what());
+    }
+  };
+  compressor->queued.fetch_add(1, std::memory_order_acq_rel);
+  *work = postTask(comm, std::move(task));
+  return Status::ok();
+}
+
 }  // namespace weft
 
 using namespace weft;
@@ -135,29 +205,13 @@ weftResult_t weftCompressedAllReduce(const void* sendbuff, void* recvbuff, size_
   const int rawType = static_cast<int>(datatype);
   const int rawOp = static_cast<int>(op);
   return guarded([&]() -> Status {
-    WEFT_RETURN_IF_ERROR(checkComm(comm));
-    WEFT_RETURN_IF_ERROR(checkCompressor(compressor));
-    if (compressor->comm != comm)
-      return Status(weftInvalidArgument,
-                    "weftCompressedAllReduce: the compressor was created on another communicator");
-    if (!dtypeValid(rawType))
-      return makeError(weftInvalidArgument, "weftCompressedAllReduce: invalid dtype %d", rawType);
-    if (rawOp != weftSum && rawOp != weftAvg)
-      return makeError(weftInvalidArgument,
-                       "weftCompressedAllReduce: op %d; compressed allreduce takes weftSum or "
-                       "weftAvg",
-                       rawOp);
-    if (count > 0 && (sendbuff == nullptr || recvbuff == nullptr))
-      return Status(weftInvalidArgument, "weftCompressedAllReduce: sendbuff or recvbuff is NULL");
+    WEFT_RETURN_IF_ERROR(checkCall(sendbuff, recvbuff, count, rawType, rawOp, compressor, comm));
     if (stream != nullptr) {
       const weftResult_t r = weftStreamSynchronize(stream);
       if (r != weftSuccess) return Status(r, weftGetLastError(comm));
     }
-    std::lock_guard<std::mutex> lock(compressor->mu);
     return comm->engine->runInline([&] {
-      CommRunner runner(comm);
-      return compressor->impl->allReduce(runner, sendbuff, recvbuff, count,
-                                         static_cast<weftDataType_t>(rawType), rawOp == weftAvg);
+      return runCompressed(sendbuff, recvbuff, count, rawType, rawOp, compressor, comm, nullptr);
     });
   });
 }
@@ -177,6 +231,7 @@ weftResult_t weftCompressorGetStats(weftCompressor_t compressor, weftCompressorS
 weftResult_t weftCompressorReset(weftCompressor_t compressor) {
   return guarded([&]() -> Status {
     WEFT_RETURN_IF_ERROR(checkCompressor(compressor));
+    waitQueued(compressor);
     std::lock_guard<std::mutex> lock(compressor->mu);
     compressor->impl->reset();
     return Status::ok();
@@ -186,6 +241,7 @@ weftResult_t weftCompressorReset(weftCompressor_t compressor) {
 weftResult_t weftCompressorDestroy(weftCompressor_t compressor) {
   return guarded([&]() -> Status {
     WEFT_RETURN_IF_ERROR(checkCompressor(compressor));
+    waitQueued(compressor);
     {
       std::lock_guard<std::mutex> lock(registryMu);
       registry().erase(compressor);

@@ -1,6 +1,7 @@
 // The C++ wrapper of the compressed allreduce (weft::Compressor).
 #include <utility>
 
+#include "core/compression_api.h"
 #include "weft/weft.hpp"
 
 namespace weft {
@@ -37,6 +38,15 @@ Compressor::~Compressor() {
 void Compressor::allReduce(const void* send, void* recv, size_t count, weftDataType_t dtype,
                            weftRedOp_t op) {
   throwIfError(weftCompressedAllReduce(send, recv, count, dtype, op, c_, comm_, nullptr));
+}
+
+Work Compressor::allReduceAsync(const void* send, void* recv, size_t count, weftDataType_t dtype,
+                                weftRedOp_t op) {
+  std::shared_ptr<WorkState> work;
+  Status st = postCompressedAllReduce(send, recv, count, static_cast<int>(dtype),
+                                      static_cast<int>(op), c_, comm_, &work);
+  if (!st.isOk()) throw Error(st.code(), st.message());
+  return Work(std::move(work));
 }
 
 weftCompressorStats_t Compressor::stats() const {

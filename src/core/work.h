@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -28,6 +29,9 @@ struct CollCall {
 };
 
 struct Task {
+  // A collective built from other collectives (a compressed allreduce): when
+  // set, the task is this call alone, run with the task's deadline.
+  std::function<Status(const std::atomic<int64_t>* deadline)> composite;
   std::vector<CollCall> colls;  // run in order
   std::vector<P2POp> p2p;       // then progressed together
   uint64_t p2pFlightSeq = 0;    // the p2p group's flight-recorder entry (0: not yet)

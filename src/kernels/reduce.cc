@@ -168,6 +168,10 @@ void copy(void* dst, const void* src, size_t bytes) {
   activeTable().streamCopy(dst, src, bytes);
 }
 
+bool streamsOutput(size_t outputBytes) {
+  return outputBytes > streamThreshold();
+}
+
 void copyOut(void* dst, const void* src, size_t bytes, size_t outputBytes) {
   if (bytes == 0) return;
   if (outputBytes <= streamThreshold() || bytes < 4096) {

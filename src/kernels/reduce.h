@@ -40,5 +40,8 @@ void copy(void* dst, const void* src, size_t bytes);
 // output (outputBytes) is above the threshold, since it cannot stay in cache
 // anyway and plain stores would first read every line they write.
 void copyOut(void* dst, const void* src, size_t bytes, size_t outputBytes);
+// Whether copyOut would stream an output of this size (for kernels that
+// write their results straight out with non-temporal stores).
+bool streamsOutput(size_t outputBytes);
 
 }  // namespace weft::kernels
