@@ -78,7 +78,7 @@ if ((quick == 0)); then
   # timeouts, the flight recorder's signal thread) under ThreadSanitizer. A
   # report in a rank fails that rank, which fails the test.
   # (algorithms_test is left out: it takes many minutes under TSan.)
-  tsan_tests=(engine_test async_test reliability_test tcp_wire_test tcp_channel_test)
+  tsan_tests=(engine_test async_test reliability_test tcp_wire_test tcp_channel_test compression_comm_test)
   step "build: build-tsan/ (thread: ${tsan_tests[*]})"
   cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DWEFT_SANITIZE=thread -DWEFT_BUILD_PERF=OFF
