@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/env.h"
 #include "compression/big_buffer.h"
 #include "compression/compressor.h"
 #include "compression/linalg.h"
@@ -203,7 +204,13 @@ class PowerSgdCompressor final : public Compressor {
   }
 
  private:
-  static bool fused(const Tensor& t) { return t.r != 0 && t.r <= kMaxFusedRank; }
+  // The fused kernels beat sgemm here because they fold the residual update
+  // and the output into the products' sweeps (memory-bound at small r);
+  // WEFT_POWERSGD_BLAS=1 takes BLAS for every rank, to compare.
+  static bool fused(const Tensor& t) {
+    static const bool blasOnly = envInt("POWERSGD_BLAS", 0) != 0;
+    return !blasOnly && t.r != 0 && t.r <= kMaxFusedRank;
+  }
   // Rows per block (BLAS path): about 64 KiB of M.
   static size_t rowBlock(size_t cols) { return std::max<size_t>(1, 16384 / cols); }
   // Elements of the row at `off` that are real (the rest is padding of a
