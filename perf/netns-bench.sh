@@ -86,7 +86,9 @@ iperf_gbs() {  # [bidir]
   local pids=() i=0
   for d in "${dirs[@]}"; do
     set -- $d
-    ip netns exec "$2" iperf3 -s -1 -B "$3" -p "$4" >/dev/null 2>&1 &
+    # Bounded: a one-off server whose client never got through would
+    # otherwise hold the final wait forever.
+    ip netns exec "$2" timeout $((SECONDS_IPERF + 30)) iperf3 -s -1 -B "$3" -p "$4" >/dev/null 2>&1 &
   done
   for d in "${dirs[@]}"; do
     set -- $d
