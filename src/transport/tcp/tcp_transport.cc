@@ -217,6 +217,10 @@ void TcpRecvChannel::land(void* dst, size_t capacity) {
 }
 
 void TcpRecvChannel::clearLandings() {
+  // A name is dropped when its slot is released, and a payload goes to a
+  // named address only while its slot is unreleased: with no names left
+  // (every collective that succeeded) nothing can still land.
+  if (landings_.empty()) return;
   landings_.clear();
   // Only a collective that failed leaves named slots behind; a payload still
   // on its way to a named address finishes in the slot instead, so nothing
