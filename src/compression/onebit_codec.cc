@@ -51,6 +51,18 @@ void expandScalar(const uint8_t* in, size_t m, float s, float* o) {
 
 // ---- AVX2 --------------------------------------------------------------------
 
+// The mean |x| over m elements from the two vector accumulators of x[0, j)
+// and the scalar rest: one place, so that both encoder paths round alike.
+__attribute__((target("avx2"))) float meanOfLanes(__m256 acc0, __m256 acc1, const float* x,
+                                                  size_t j, size_t m) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(acc0, acc1));
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  for (; j < m; ++j) sum += std::fabs(x[j]);
+  return sum / static_cast<float>(m);
+}
+
 __attribute__((target("avx2"))) float absMeanAvx2(const float* a, size_t m) {
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -59,12 +71,7 @@ __attribute__((target("avx2"))) float absMeanAvx2(const float* a, size_t m) {
     acc0 = _mm256_add_ps(acc0, _mm256_and_ps(absMask, _mm256_loadu_ps(a + j)));
     acc1 = _mm256_add_ps(acc1, _mm256_and_ps(absMask, _mm256_loadu_ps(a + j + 8)));
   }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_add_ps(acc0, acc1));
-  float sum = 0;
-  for (float v : lanes) sum += v;
-  for (; j < m; ++j) sum += std::fabs(a[j]);
-  return sum / static_cast<float>(m);
+  return meanOfLanes(acc0, acc1, a, j, m);
 }
 
 // r += a, then the mean |r| exactly as absMeanAvx2(r) computes it, in one
@@ -86,12 +93,7 @@ __attribute__((target("avx2"))) float addAbsMeanAvx2(float* r, const float* a, s
     acc1 = _mm256_add_ps(acc1, _mm256_and_ps(absMask, v1));
   }
   for (size_t t = j; t < m; ++t) r[t] += a[t];
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_add_ps(acc0, acc1));
-  float sum = 0;
-  for (float v : lanes) sum += v;
-  for (; j < m; ++j) sum += std::fabs(r[j]);
-  return sum / static_cast<float>(m);
+  return meanOfLanes(acc0, acc1, r, j, m);
 }
 
 __attribute__((target("avx2"))) void packAvx2(const float* a, size_t m, uint8_t* out) {
