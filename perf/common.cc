@@ -899,7 +899,10 @@ void Bench::timeTest(int t, int op, int root) {
     // A compressor's first call binds it to the buffer: it allocates and
     // faults in its residuals (64 MiB of them for a 64 MiB gradient), once
     // per training run. That one call is warm-up, not a step.
-    if (comp_) issue(t, redop_, root, false);
+    if (comp_) {
+      issue(t, redop_, root, false);
+      if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
+    }
     Row row;
     row.bytes = std::max(counts_.send, counts_.recv) * ti.size;
     row.count = counts_.param;

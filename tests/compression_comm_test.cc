@@ -309,4 +309,50 @@ TEST(CompressedAllReduce, AsyncCallsRunInOrderAndMatchTheModel) {
   });
 }
 
+
+// The C call on a stream is queued: it returns while a peer has not called
+// yet (so it cannot be done), the stream reports it in progress, and
+// weftStreamSynchronize completes it with the model's result. Two steps on
+// one stream run in order (step 1 uses step 0's residuals).
+TEST(CompressedAllReduce, StreamCallIsQueuedAndSynchronizeCompletesIt) {
+  const size_t count = 5000;
+  const std::string spec = "onebit";
+  const int n = 3;
+  const auto model = modelResults(spec, n, count, 2);
+  ASSERT_EQ(model.size(), 2u);
+  weft::test::RankSignal rank0Queued;
+  weft::test::runRanksRaw(n, [&](const weft::test::RankContext& ctx) {
+    weftComm_t comm = nullptr;
+    RANK_CHECK_OK(ctx.initComm(&comm));
+    weftCompressor_t c = nullptr;
+    RANK_CHECK_OK(weftCompressorCreateFromString(comm, spec.c_str(), &c));
+    weftStream_t stream = nullptr;
+    RANK_CHECK_OK(weftStreamCreate(&stream));
+    auto x0 = gaussian(count, ctx.rank), x1 = gaussian(count, 100 + ctx.rank);
+    std::vector<float> y0(count);
+    // The last rank calls only once rank 0's calls are queued.
+    if (ctx.rank == n - 1) rank0Queued.wait();
+    RANK_CHECK_OK(weftCompressedAllReduce(x0.data(), y0.data(), count, weftFloat32, weftAvg, c,
+                                          comm, stream));
+    RANK_CHECK_OK(weftCompressedAllReduce(x1.data(), x1.data(), count, weftFloat32, weftAvg, c,
+                                          comm, stream));
+    if (ctx.rank == 0) {
+      RANK_EXPECT(weftStreamQuery(stream) == weftInProgress)
+          << "done although the last rank has not called yet";
+      rank0Queued.post();
+    }
+    RANK_CHECK_OK(weftStreamSynchronize(stream));
+    RANK_EXPECT(weftStreamQuery(stream) == weftSuccess);
+    RANK_EXPECT(differences(spec, y0, model[0]) == 0) << "step 0 differs from the model";
+    RANK_EXPECT(differences(spec, x1, model[1]) == 0) << "step 1 differs from the model";
+    // Bad arguments are still refused at the call, with nothing queued.
+    RANK_EXPECT(weftCompressedAllReduce(x0.data(), y0.data(), count, weftFloat32, weftMax, c, comm,
+                                        stream) == weftInvalidArgument);
+    RANK_EXPECT(weftStreamQuery(stream) == weftSuccess);
+    RANK_CHECK_OK(weftStreamDestroy(stream));
+    RANK_CHECK_OK(weftCompressorDestroy(c));
+    RANK_CHECK_OK(weftCommDestroy(comm));
+  });
+}
+
 }  // namespace

@@ -283,9 +283,12 @@ weftResult_t weftCompressorCreate(weftComm_t comm, weftCompressKind_t kind,
  * "bf16". */
 weftResult_t weftCompressorCreateFromString(weftComm_t comm, const char* spec,
                                             weftCompressor_t* compressor);
-/* Blocking: done when it returns. On a stream, it first waits for the work
- * already on that stream. Not part of groups: between weftGroupStart and
- * weftGroupEnd it still runs at once. sendbuff may equal recvbuff. */
+/* With a NULL stream, blocking: done when it returns. On a stream, queued
+ * like a plain collective: it returns at once, runs in order with the work
+ * already posted on comm, and is done (its error reported) when
+ * weftStreamSynchronize returns; until then the buffers stay in use.
+ * Not part of groups: between weftGroupStart and weftGroupEnd it is still
+ * issued at once. sendbuff may equal recvbuff. */
 weftResult_t weftCompressedAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                      weftDataType_t datatype, weftRedOp_t op,
                                      weftCompressor_t compressor, weftComm_t comm,

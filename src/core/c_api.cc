@@ -9,13 +9,10 @@
 #include "bootstrap/bootstrap.h"
 #include "core/api_error.h"
 #include "core/comm.h"
+#include "core/stream.h"
 #include "core/validate.h"
 #include "weft/weft.h"
 
-struct weftStream {
-  std::mutex mu;
-  std::vector<std::shared_ptr<weft::WorkState>> pending;
-};
 
 namespace weft {
 namespace {
@@ -63,9 +60,7 @@ Status submit(weftComm* comm, CollCall& call, weftStream* stream) {
   }
   Task task;
   addToTask(task, call);
-  auto work = postTask(comm, std::move(task));
-  std::lock_guard<std::mutex> lock(stream->mu);
-  stream->pending.push_back(std::move(work));
+  stream->append(postTask(comm, std::move(task)));
   return Status::ok();
 }
 
@@ -118,8 +113,7 @@ Status endGroup() {
     if (streams[i] == nullptr) {
       waitFor.push_back(work);
     } else {
-      std::lock_guard<std::mutex> lock(streams[i]->mu);
-      streams[i]->pending.push_back(work);
+      streams[i]->append(work);
     }
   }
   Status first;

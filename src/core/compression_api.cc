@@ -16,6 +16,7 @@
 #include "compression/params.h"
 #include "core/api_error.h"
 #include "core/comm.h"
+#include "core/stream.h"
 #include "weft/weft.h"
 
 struct weftCompressor {
@@ -205,11 +206,16 @@ weftResult_t weftCompressedAllReduce(const void* sendbuff, void* recvbuff, size_
   const int rawType = static_cast<int>(datatype);
   const int rawOp = static_cast<int>(op);
   return guarded([&]() -> Status {
-    WEFT_RETURN_IF_ERROR(checkCall(sendbuff, recvbuff, count, rawType, rawOp, compressor, comm));
     if (stream != nullptr) {
-      const weftResult_t r = weftStreamSynchronize(stream);
-      if (r != weftSuccess) return Status(r, weftGetLastError(comm));
+      // Queued like a plain collective on a stream: done at the stream's
+      // synchronisation, in order with everything posted on comm before it.
+      std::shared_ptr<WorkState> work;
+      WEFT_RETURN_IF_ERROR(postCompressedAllReduce(sendbuff, recvbuff, count, rawType, rawOp,
+                                                   compressor, comm, &work));
+      stream->append(std::move(work));
+      return Status::ok();
     }
+    WEFT_RETURN_IF_ERROR(checkCall(sendbuff, recvbuff, count, rawType, rawOp, compressor, comm));
     return comm->engine->runInline([&] {
       return runCompressed(sendbuff, recvbuff, count, rawType, rawOp, compressor, comm, nullptr);
     });
