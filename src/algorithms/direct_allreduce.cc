@@ -9,7 +9,6 @@
 //
 // Cost, n ranks, N bytes: 1 step; each rank sends and receives (n-1) * N
 // bytes and reduces (n-1) * N bytes (every rank does the whole reduction).
-#include <cstring>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -54,8 +53,7 @@ Status directAllReduce(CollContext& ctx, const CollArgs& a) {
       if (!sent[to]) {
         SendChannel& ch = ctx.sendTo(to);
         if (void* slot = ch.tryAcquire()) {
-          std::memcpy(slot, local, bytes);
-          ch.commit(bytes);
+          ch.commitFrom(slot, local, bytes);
           sent[to] = 1;
           --toSend;
           moved = true;
@@ -77,6 +75,14 @@ Status directAllReduce(CollContext& ctx, const CollArgs& a) {
     } else {
       WEFT_RETURN_IF_ERROR(progress.idle());
     }
+  }
+
+  // A transport that sends from `local` itself (TCP) may still be reading
+  // it: the output may be that very buffer (in place), and the caller may
+  // reuse it after we return. Usually the kernel took the bytes long ago.
+  for (int s = 1; s < n; ++s) {
+    SendChannel& ch = ctx.sendTo(algo::mod(r + s, n));
+    while (ch.sourcesInUse()) WEFT_RETURN_IF_ERROR(progress.idle());
   }
 
   const kernels::ReduceKind kind = a.op.preMul ? kernels::ReduceKind::Sum : a.op.kind;
