@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -15,6 +16,8 @@
 #include "compression/local_group.h"
 #include "compression/params.h"
 #include "compression/workers.h"
+#include "harness/multirank.h"
+#include "weft/weft.h"
 
 namespace weft::compression {
 namespace {
@@ -83,7 +86,7 @@ TEST(CompressionWorkers, SplitRangeCoversTheRangeOnAlignedCuts) {
 // each rank with a pool of `threads` threads of its own (so that every rank
 // really splits its sweeps).
 std::vector<std::vector<std::vector<float>>> run(int n, const std::string& spec, size_t count,
-                                                 int steps, int threads) {
+                                                 int steps, int threads, bool ties = false) {
   std::vector<std::vector<std::vector<float>>> out(n);
   Status st = runLocalGroup(n, [&](CollRunner& runner) -> Status {
     weftCompressKind_t kind;
@@ -96,6 +99,8 @@ std::vector<std::vector<std::vector<float>>> run(int n, const std::string& spec,
     const int r = runner.rank();
     for (int s = 0; s < steps; ++s) {
       std::vector<float> x = gaussian(count, 1000 * s + 10 * r + 1);
+      if (ties)  // few distinct magnitudes: top-k's choice among equals matters
+        for (float& v : x) v = std::round(v * 2.0f) / 2.0f;
       std::vector<float> y(count);
       // Rank 0 in place on odd steps: out may alias in.
       const bool inPlace = r == 0 && s % 2 == 1;
@@ -156,16 +161,40 @@ TEST(CompressionThreads, PowerSgdIsBitIdenticalToOneThread) {
     const char* spec;
     size_t count;
   };
-  for (const Case& cs : {Case{2, "powersgd:rank=4", 300007},
-                         Case{3, "powersgd:rank=2,ef=0", 250001},
-                         Case{2, "powersgd:rank=4,rows=701,cols=433", 701 * 433},
-                         Case{1, "powersgd:rank=8,rows=1000,cols=257", 1000 * 257}}) {
+  for (const Case& cs :
+       {Case{2, "powersgd:rank=4", 300007}, Case{3, "powersgd:rank=2,ef=0", 250001},
+        Case{2, "powersgd:rank=4,rows=701,cols=433", 701 * 433},
+        Case{1, "powersgd:rank=8,rows=1000,cols=257", 1000 * 257}}) {
     const auto want = run(cs.n, cs.spec, cs.count, 3, 1);
     for (int threads : {2, 3}) {
       const auto got = run(cs.n, cs.spec, cs.count, 3, threads);
       expectSameBits(got, want,
                      std::string(cs.spec) + " n=" + std::to_string(cs.n) +
                          " threads=" + std::to_string(threads));
+    }
+  }
+}
+
+// Top-k's sweeps (acc = in + r, the candidate scan, |x|, zeroing and
+// scaling the output) split by ranges: sampled selection (ratio 0.01 on
+// 256K+ elements), full selection (ratio 0.1), random-k, no feedback.
+TEST(CompressionThreads, TopKIsBitIdenticalToOneThread) {
+  struct Case {
+    int n;
+    size_t count;
+  };
+  for (const char* spec :
+       {"topk:ratio=0.01", "topk:ratio=0.1", "topk:ratio=0.01,random=1", "topk:ratio=0.02,ef=0"}) {
+    for (const Case& cs : {Case{2, 300007}, Case{3, 270001}}) {
+      for (bool ties : {false, true}) {
+        const auto want = run(cs.n, spec, cs.count, 3, 1, ties);
+        for (int threads : {2, 3}) {
+          const auto got = run(cs.n, spec, cs.count, 3, threads, ties);
+          expectSameBits(got, want,
+                         std::string(spec) + " n=" + std::to_string(cs.n) +
+                             " threads=" + std::to_string(threads) + (ties ? " ties" : ""));
+        }
+      }
     }
   }
 }
@@ -178,6 +207,55 @@ TEST(CompressionThreads, PipelinedCastsAreBitIdenticalToOneThread) {
     const auto got = run(2, spec, count, 2, 3);
     expectSameBits(got, want, std::string(spec) + " pipelined threads=3");
   }
+}
+
+// Through the public API on real ranks (forked processes), with the
+// process-wide pool sized by WEFT_COMPRESS_THREADS=3 in every rank: the
+// in-process model's result (one thread) bit for bit. The model here uses
+// pools of its own, so that this process never makes the shared pool the
+// children would inherit.
+TEST(CompressionThreads, CommunicatorWithThreeThreadsGetsTheModelResult) {
+  const size_t count = 400009;
+  const int n = 2, steps = 2;
+  weft::test::RunOptions opts;
+  opts.env = {{"WEFT_COMPRESS_THREADS", "3"}};
+  for (const char* spec : {"onebit", "fp16", "powersgd:rank=4"}) {
+    const auto model = run(n, spec, count, steps, 1);
+    weft::test::runRanks(
+        n,
+        [&](weftComm_t comm, int rank, int) {
+          weft::test::ScopedRankTrace trace(spec);
+          RANK_ASSERT(WorkerPool::shared().threads() == 3);
+          weftCompressor_t c;
+          RANK_CHECK_OK(weftCompressorCreateFromString(comm, spec, &c));
+          for (int s = 0; s < steps; ++s) {
+            std::vector<float> x = gaussian(count, 1000 * s + 10 * rank + 1);
+            std::vector<float> y(count);
+            RANK_CHECK_OK(weftCompressedAllReduce(x.data(), y.data(), count, weftFloat32, weftAvg,
+                                                  c, comm, nullptr));
+            // PowerSGD's P and Q sums go through the communicator's
+            // allreduce, whose order differs from the model's; the rest is
+            // exact.
+            const bool exact = std::string(spec).rfind("powersgd", 0) != 0;
+            size_t bad = 0;
+            for (size_t i = 0; i < count; ++i) {
+              const float d = std::fabs(y[i] - model[rank][s][i]);
+              if (exact ? d != 0.0f : d > 1e-4f * (1.0f + std::fabs(model[rank][s][i]))) ++bad;
+            }
+            RANK_EXPECT(bad == 0) << bad << " elements differ from the model at step " << s;
+          }
+          RANK_CHECK_OK(weftCompressorDestroy(c));
+        },
+        opts);
+  }
+}
+
+// A setting out of range is reported and taken as 1.
+TEST(CompressionThreads, BadThreadCountFallsBackToOne) {
+  weft::test::RunOptions opts;
+  opts.env = {{"WEFT_COMPRESS_THREADS", "0"}};
+  weft::test::runRanks(
+      1, [](weftComm_t, int, int) { RANK_EXPECT(WorkerPool::shared().threads() == 1); }, opts);
 }
 
 }  // namespace
