@@ -10,8 +10,8 @@
 #   --quick   Release tests only: no sanitizers, fuzzing or soak
 #
 # Build trees: build/ (Release), build-asan/ (RelWithDebInfo, no perf),
-# build-tsan/ (engine, async, reliability, TCP wire and channel tests under
-# ThreadSanitizer) and build-fuzz/ (clang, libFuzzer).
+# build-tsan/ (engine, async, reliability, TCP wire and channel, compression
+# tests under ThreadSanitizer) and build-fuzz/ (clang, libFuzzer).
 set -euo pipefail
 
 usage() { sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
@@ -75,10 +75,11 @@ if ((quick == 0)); then
 
   # Where threads meet: the progress engine's unit test, and the multi-rank
   # tests whose ranks run an engine thread beside the caller (async work,
-  # timeouts, the flight recorder's signal thread) under ThreadSanitizer. A
+  # timeouts, the flight recorder's signal thread) and the compression worker
+  # pool (compression_threads_test) under ThreadSanitizer. A
   # report in a rank fails that rank, which fails the test.
   # (algorithms_test is left out: it takes many minutes under TSan.)
-  tsan_tests=(engine_test async_test reliability_test tcp_wire_test tcp_channel_test compression_comm_test)
+  tsan_tests=(engine_test async_test reliability_test tcp_wire_test tcp_channel_test compression_comm_test compression_threads_test)
   step "build: build-tsan/ (thread: ${tsan_tests[*]})"
   cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DWEFT_SANITIZE=thread -DWEFT_BUILD_PERF=OFF

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compression/runner.h"
+#include "compression/workers.h"
 #include "weft/weft.h"
 
 namespace weft::compression {
@@ -33,6 +34,10 @@ class Compressor {
   const weftCompressorParams_t& params() const { return params_; }
   double lastWireBytes() const { return wireBytes_; }
   double lastPlainBytes() const { return plainBytes_; }
+  // The pool that runs this compressor's data-parallel sweeps; default (and
+  // nullptr) WorkerPool::shared(). The pool must outlive the compressor's
+  // calls. Results do not depend on the pool's size.
+  void setWorkers(WorkerPool* pool) { workers_ = pool; }
 
  protected:
   Compressor(weftCompressKind_t kind, const weftCompressorParams_t& params)
@@ -47,8 +52,11 @@ class Compressor {
   virtual Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
                         bool average) = 0;
 
+  WorkerPool& workers() const { return workers_ != nullptr ? *workers_ : WorkerPool::shared(); }
+
   weftCompressKind_t kind_;
   weftCompressorParams_t params_;
+  WorkerPool* workers_ = nullptr;
 
  private:
   bool bound_ = false;

@@ -15,7 +15,10 @@
 // Memory: for rank <= kMaxFusedRank three sweeps over M (powersgd_kernels.h):
 // read G and R, write M into R (last step's M^ comes off here, not at the
 // end of that step); read M; stream M^ out: 5 x 4N bytes with feedback, 3 x
-// 4N without. Larger ranks go through BLAS in row blocks.
+// 4N without. Larger ranks go through BLAS in row blocks. Sweeps 1 and 3
+// (row by row) run on the compression worker pool (workers.h) in row
+// ranges; sweep 2 sums over rows, so it stays on one thread, where its order
+// (and Q, bit for bit) does not depend on the pool.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -226,18 +229,32 @@ class PowerSgdCompressor final : public Compressor {
 
   // Fused path, sweep 1: M = residual - last M^ + in (into the residual),
   // P = M Q, row by row.
+  // Rows are independent (row i writes P_i and residual row i only), so the
+  // worker pool's parts take disjoint row ranges and the bits do not depend
+  // on the split.
   void projectFused(const Tensor& t, const float* in, size_t count, bool ef) {
     const float* qt = qt_.data() + t.qOffset;
     float* p = pq_.data() + t.pOffset;
-    for (size_t i = 0; i < t.rows; ++i) {
-      const size_t off = t.offset + i * t.cols;
-      const size_t w = widthAt(off, t.cols, count);
-      float* res = ef ? residual_.data() + off : nullptr;
-      psgdProjectRow(t.r, t.cols, w, w ? in + off : in, res, pending_ ? p + i * t.r : nullptr, qt,
-                     p + i * t.r);
-      if (res && w < t.cols) std::memset(res + w, 0, (t.cols - w) * sizeof(float));
-    }
+    const size_t parts = rowParts(t);
+    workers().run(parts, [&](size_t k) {
+      size_t lo, hi;
+      splitRange(t.rows, 1, parts, k, &lo, &hi);
+      for (size_t i = lo; i < hi; ++i) {
+        const size_t off = t.offset + i * t.cols;
+        const size_t w = widthAt(off, t.cols, count);
+        float* res = ef ? residual_.data() + off : nullptr;
+        psgdProjectRow(t.r, t.cols, w, w ? in + off : in, res, pending_ ? p + i * t.r : nullptr, qt,
+                       p + i * t.r);
+        if (res && w < t.cols) std::memset(res + w, 0, (t.cols - w) * sizeof(float));
+      }
+    });
   }
+  // Parts for a row-parallel sweep over t: none below kMinPart elements.
+  size_t rowParts(const Tensor& t) const {
+    const size_t most = t.rows * t.cols / kMinPart;
+    return std::max<size_t>(1, std::min({static_cast<size_t>(workers().threads()), most, t.rows}));
+  }
+  static constexpr size_t kMinPart = size_t{32} << 10;
 
   // Rows of t that lie wholly inside the buffer (all but a reshaped
   // vector's padding and its partial last row).
@@ -267,13 +284,23 @@ class PowerSgdCompressor final : public Compressor {
     transpose(qn, t.r, t.cols, q_.data() + t.qOffset);
   }
 
-  // Sweep 3: out = P Q^T (qt_ holds the reduced Q, transposed).
+  // Sweep 3: out = P Q^T (qt_ holds the reduced Q, transposed). Row by
+  // row, so the pool's parts take disjoint row ranges; each fences its own
+  // non-temporal stores.
   void expandFused(const Tensor& t, float* out, size_t count) {
     const bool stream = kernels::streamsOutput(count * sizeof(float));
     const float* qt = qt_.data() + t.qOffset;
     const float* p = pq_.data() + t.pOffset;
     const size_t full = fullRows(t, count);
-    psgdExpandRows(t.r, t.cols, t.cols, full, p, qt, out + t.offset, stream);
+    const size_t parts = rowParts(t);
+    workers().run(parts, [&](size_t k) {
+      size_t lo, hi;
+      splitRange(full, 1, parts, k, &lo, &hi);
+      if (lo < hi)
+        psgdExpandRows(t.r, t.cols, t.cols, hi - lo, p + lo * t.r, qt, out + t.offset + lo * t.cols,
+                       stream);
+      if (stream) psgdStreamFence();
+    });
     if (full < t.rows) {
       const size_t off = t.offset + full * t.cols;
       const size_t w = widthAt(off, t.cols, count);

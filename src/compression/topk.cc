@@ -11,6 +11,13 @@
 // only the values travel, in one fp32 allreduce: 2(n-1)/n*4k bytes per rank.
 // Meant to be used with error feedback (without it the kept entries are not
 // rescaled, so the result is biased low by k/N).
+//
+// The sweeps over the whole buffer (acc = in + r, the candidate scan, |x|
+// for a full selection, zeroing and scaling the output) run on the
+// compression worker pool (workers.h) in disjoint element ranges; the scan's
+// per-range candidate lists are joined in range order, so the candidates
+// (and everything after) are those of one thread. The selections and the
+// k-sized gathers and scatters stay on the caller.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -43,6 +50,10 @@ class TopKCompressor final : public Compressor {
     if (!params_.randomK) {
       mags_.assign(count, 0.0f);
       cand_.assign(std::min<size_t>(count, 4 * k_ + 4096), 0);
+      // The scan's lists of pool parts 1.. (grown on first use by a larger
+      // pool than this one).
+      partCand_.assign(static_cast<size_t>(workers().threads()), {});
+      for (size_t k = 1; k < partCand_.size(); ++k) partCand_[k].assign(cand_.size(), 0);
       wire_.assign(k_ * 8, 0);
       gathered_.assign(k_ * 8 * nranks, 0);
     }
@@ -54,6 +65,7 @@ class TopKCompressor final : public Compressor {
     for (auto* v : {&vals_, &residual_, &mags_}) std::vector<float>().swap(*v);
     std::vector<uint32_t>().swap(idx_);
     std::vector<uint32_t>().swap(cand_);
+    partCand_.clear();
     std::vector<uint8_t>().swap(wire_);
     std::vector<uint8_t>().swap(gathered_);
     step_ = 0;
@@ -64,8 +76,11 @@ class TopKCompressor final : public Compressor {
     // acc = in + residual, held in the residual (or `in` without feedback).
     const float* acc = in;
     if (params_.errorFeedback) {
-      for (size_t i = 0; i < count; ++i) residual_[i] += in[i];
-      acc = residual_.data();
+      float* r = residual_.data();
+      forRanges(count, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) r[i] += in[i];
+      });
+      acc = r;
     }
     if (params_.randomK)
       pickRandom(count);
@@ -78,14 +93,14 @@ class TopKCompressor final : public Compressor {
 
     if (params_.randomK) {
       WEFT_RETURN_IF_ERROR(runner.allReduceSum(vals_.data(), k_));
-      std::memset(x, 0, count * sizeof(float));
+      zero(x, count);
       for (size_t s = 0; s < k_; ++s) x[idx_[s]] = average ? vals_[s] / n_ : vals_[s];
       return Status::ok();
     }
     std::memcpy(wire_.data(), idx_.data(), k_ * 4);
     std::memcpy(wire_.data() + k_ * 4, vals_.data(), k_ * 4);
     WEFT_RETURN_IF_ERROR(runner.allGather(wire_.data(), gathered_.data(), k_ * 8));
-    std::memset(x, 0, count * sizeof(float));
+    zero(x, count);
     for (int p = 0; p < n_; ++p) {
       const uint8_t* w = gathered_.data() + static_cast<size_t>(p) * k_ * 8;
       for (size_t s = 0; s < k_; ++s) {
@@ -99,12 +114,67 @@ class TopKCompressor final : public Compressor {
     }
     if (average) {
       const float n = static_cast<float>(n_);
-      for (size_t i = 0; i < count; ++i) x[i] /= n;
+      forRanges(count, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) x[i] /= n;
+      });
     }
     return Status::ok();
   }
 
  private:
+  // The smallest range worth handing to a worker (elements).
+  static constexpr size_t kMinPart = size_t{32} << 10;
+
+  size_t partsFor(size_t len) const { return compression::partsFor(workers(), len, kMinPart); }
+  // fn(begin, end) over disjoint ranges covering [0, len), cut at multiples
+  // of 16 elements (a cache line), one per part.
+  template <class Fn>
+  void forRanges(size_t len, Fn&& fn) {
+    const size_t parts = partsFor(len);
+    workers().run(parts, [&](size_t k) {
+      size_t b, e;
+      splitRange(len, 16, parts, k, &b, &e);
+      if (b < e) fn(b, e);
+    });
+  }
+  void zero(float* x, size_t count) {
+    forRanges(count, [&](size_t b, size_t e) { std::memset(x + b, 0, (e - b) * sizeof(float)); });
+  }
+
+  // Indices i with mag(acc[i]) >= t0 into cand_ in index order; returns how
+  // many there are (more than cand_ holds: only the count is meaningful).
+  // Part k collects its range's into its own list (part 0: straight into
+  // cand_), joined in part order after.
+  size_t scanCandidates(const float* acc, size_t count, float t0) {
+    const size_t cap = cand_.size();
+    const size_t parts = partsFor(count);
+    if (partCand_.size() < parts) partCand_.resize(parts);
+    std::vector<size_t> found(parts, 0);
+    workers().run(parts, [&](size_t k) {
+      size_t b, e;
+      splitRange(count, 16, parts, k, &b, &e);
+      uint32_t* out = cand_.data();
+      if (k > 0) {
+        partCand_[k].resize(cap);
+        out = partCand_[k].data();
+      }
+      size_t c = 0;
+      for (size_t i = b; i < e; ++i)
+        if (mag(acc[i]) >= t0) {
+          if (c < cap) out[c] = static_cast<uint32_t>(i);
+          ++c;
+        }
+      found[k] = c;
+    });
+    size_t total = found[0];
+    for (size_t k = 1; k < parts; ++k) {
+      const size_t room = total < cap ? cap - total : 0;
+      const size_t take = std::min(room, found[k]);
+      std::memcpy(cand_.data() + total, partCand_[k].data(), take * sizeof(uint32_t));
+      total += found[k];
+    }
+    return total;
+  }
   // |x| for selection; NaN counts as the largest, so it is sent (as a plain
   // allreduce would propagate it) and every comparison stays well ordered.
   static float mag(float v) { return std::isnan(v) ? INFINITY : std::fabs(v); }
@@ -124,13 +194,8 @@ class TopKCompressor final : public Compressor {
       const size_t keep = std::clamp<size_t>(static_cast<size_t>(frac * kSample), 1, kSample);
       std::nth_element(mags_.begin(), mags_.begin() + (kSample - keep), mags_.begin() + kSample);
       const float t0 = mags_[kSample - keep];
-      size_t c = 0;
+      const size_t c = scanCandidates(acc, count, t0);
       const size_t cap = cand_.size();
-      for (size_t i = 0; i < count; ++i)
-        if (mag(acc[i]) >= t0) {
-          if (c < cap) cand_[c] = static_cast<uint32_t>(i);
-          ++c;
-        }
       if (c >= k_ && c <= cap) {
         for (size_t j = 0; j < c; ++j) mags_[j] = mag(acc[cand_[j]]);
         std::nth_element(mags_.begin(), mags_.begin() + (c - k_), mags_.begin() + c);
@@ -138,7 +203,10 @@ class TopKCompressor final : public Compressor {
         return;
       }
     }
-    for (size_t i = 0; i < count; ++i) mags_[i] = mag(acc[i]);
+    float* mags = mags_.data();
+    forRanges(count, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) mags[i] = mag(acc[i]);
+    });
     std::nth_element(mags_.begin(), mags_.begin() + (count - k_), mags_.end());
     selectAbove(acc, nullptr, count, mags_[count - k_]);
   }
@@ -170,7 +238,8 @@ class TopKCompressor final : public Compressor {
   int n_ = 0;
   uint64_t step_ = 0;
   std::vector<uint32_t> idx_;
-  std::vector<uint32_t> cand_;  // candidates of the sampled selection
+  std::vector<uint32_t> cand_;                   // candidates of the sampled selection
+  std::vector<std::vector<uint32_t>> partCand_;  // pool parts 1.. of the scan
   std::vector<float> vals_;
   std::vector<float> residual_;
   std::vector<float> mags_;

@@ -20,15 +20,25 @@
 //   wire:    a2a(0) a2a(1) ag(0) a2a(2) ag(1) ... ag(S-1)
 //   helper:  enc(0..S-1), own(s) after a2a(s), dec(s) after ag(s)
 // so only enc(0), own(S-1) and dec(S-1) are not hidden behind the wire.
+//
+// Each stage is spread over the compression worker pool (workers.h,
+// WEFT_COMPRESS_THREADS): every chunk is cut into one piece per part at
+// multiples of lcm(granule, 64) elements, so a part owns whole coding units
+// (1-bit scale blocks, whole sign bytes) and their residuals, and every
+// element is computed by the same operations in the same order whatever the
+// cut: the wire bytes and results are those of one thread. In the pipelined
+// form the helper thread is the pool's caller, stage after stage.
 #include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <vector>
 
 #include "compression/codec.h"
 #include "compression/compressor.h"
+#include "compression/workers.h"
 #include "kernels/reduce.h"
 
 namespace weft::compression {
@@ -128,7 +138,11 @@ class TwoPhaseCompressor final : public Compressor {
     recv_.assign(wire_ * n_ * slices_, 0);
     gathered_.assign(wire_ * n_ * slices_, 0);
     const size_t g = codec_->granule();
-    tile_.assign(std::max<size_t>(g, (4096 + g - 1) / g * g), 0.0f);
+    align_ = std::lcm(g, size_t{64});
+    tileLen_ = std::max<size_t>(g, (4096 + g - 1) / g * g);
+    // One tile per part; the pool's size now bounds the parts of every call.
+    tiles_ = static_cast<size_t>(workers().threads());
+    tile_.assign(tileLen_ * tiles_, 0.0f);
     if (errorFeedback_) {
       workerResidual_.assign(count, 0.0f);
       serverResidual_.assign(cap_ * slices_, 0.0f);
@@ -146,9 +160,9 @@ class TwoPhaseCompressor final : public Compressor {
     if (slices_ > 1) return reducePipelined(runner, in, out, count, average);
     encodeSlice(0, in, count);
     WEFT_RETURN_IF_ERROR(runner.allToAll(wireOf(send_, 0, 0), wireOf(recv_, 0, 0), wire_));
-    combineSlice(0, runner.rank(), count, average, tile_.data(), tile_.size());
+    combineSlice(0, runner.rank(), count, average);
     WEFT_RETURN_IF_ERROR(runner.allGather(wireOf(send_, 0, 0), wireOf(gathered_, 0, 0), wire_));
-    decodeSlice(0, out, count, tile_.data(), tile_.size());
+    decodeSlice(0, out, count);
     return Status::ok();
   }
 
@@ -156,6 +170,9 @@ class TwoPhaseCompressor final : public Compressor {
   // Pipelining: slices of at least this many fp32 bytes, at most kMaxSlices.
   static constexpr size_t kSliceBytes = size_t{8} << 20;
   static constexpr size_t kMaxSlices = 8;
+  // The smallest piece of work worth handing to a worker (elements): waking
+  // one costs a few microseconds.
+  static constexpr size_t kMinPart = size_t{32} << 10;
 
   size_t chunkLen(int j, size_t count) const {
     const size_t off = static_cast<size_t>(j) * cap_;
@@ -170,54 +187,87 @@ class TwoPhaseCompressor final : public Compressor {
   uint8_t* wireOf(std::vector<uint8_t>& v, size_t s, int j) {
     return v.data() + (s * n_ + j) * wire_;
   }
+  // Parts for a sweep over `len` elements: at most one per tile.
+  size_t partsFor(size_t len) const {
+    return std::min(tiles_, compression::partsFor(workers(), len, kMinPart));
+  }
+  // Elements of slice s in the buffer.
+  size_t sliceElems(size_t s, size_t count) const {
+    size_t len = 0;
+    for (int j = 0; j < n_; ++j) len += sliceLen(s, j, count);
+    return len;
+  }
+  float* tileOf(size_t k) { return tile_.data() + k * tileLen_; }
 
-  // The stages of one slice. Worker: encode every chunk (+ its residual).
+  // The stages of one slice. Worker: encode every chunk (+ its residual);
+  // part k encodes piece k of every chunk.
   void encodeSlice(size_t s, const float* in, size_t count) {
-    for (int j = 0; j < n_; ++j) {
-      const size_t off = std::min(sliceOff(s, j), count);
-      codec_->encode(in + off, errorFeedback_ ? workerResidual_.data() + off : nullptr,
-                     sliceLen(s, j, count), cap_, wireOf(send_, s, j));
-    }
+    const size_t parts = partsFor(sliceElems(s, count));
+    workers().run(parts, [&](size_t k) {
+      for (int j = 0; j < n_; ++j) {
+        const size_t off = std::min(sliceOff(s, j), count);
+        size_t b, e;
+        splitRange(sliceLen(s, j, count), align_, parts, k, &b, &e);
+        if (b == e) continue;
+        codec_->encodeRange(in + off + b,
+                            errorFeedback_ ? workerResidual_.data() + off + b : nullptr, b, e, cap_,
+                            wireOf(send_, s, j));
+      }
+    });
+    for (int j = 0; j < n_; ++j)
+      codec_->zeroUnused(wireOf(send_, s, j), sliceLen(s, j, count), cap_);
   }
   // Owner: this rank's chunk of slice s, decode-sum-encode into the slice's
   // send area (free once its all-to-all is done), tile by tile so that the
-  // sum never leaves the cache.
-  void combineSlice(size_t s, int me, size_t count, bool average, float* tile, size_t tileLen) {
+  // sum never leaves the cache; part k owns piece k of the chunk and tile k.
+  void combineSlice(size_t s, int me, size_t count, bool average) {
     const size_t mine = sliceLen(s, me, count);
     uint8_t* owned = wireOf(send_, s, 0);
     const float n = static_cast<float>(n_);
-    for (size_t b = 0; b < mine; b += tileLen) {
-      const size_t e = std::min(mine, b + tileLen);
-      for (int p = 0; p < n_; ++p)
-        codec_->decodeRange(wireOf(recv_, s, p), b, e, cap_, tile, p > 0);
-      if (average)
-        for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
-      codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + s * cap_ + b : nullptr, b,
-                          e, cap_, owned);
-    }
+    const size_t parts = partsFor(mine);
+    workers().run(parts, [&](size_t k) {
+      float* tile = tileOf(k);
+      size_t lo, hi;
+      splitRange(mine, align_, parts, k, &lo, &hi);
+      for (size_t b = lo; b < hi; b += tileLen_) {
+        const size_t e = std::min(hi, b + tileLen_);
+        for (int p = 0; p < n_; ++p)
+          codec_->decodeRange(wireOf(recv_, s, p), b, e, cap_, tile, p > 0);
+        if (average)
+          for (size_t i = 0; i < e - b; ++i) tile[i] /= n;
+        codec_->encodeRange(tile, errorFeedback_ ? serverResidual_.data() + s * cap_ + b : nullptr,
+                            b, e, cap_, owned);
+      }
+    });
     codec_->zeroUnused(owned, mine, cap_);
   }
   // Everyone: decode tile by tile and stream the tiles out (a large output
-  // cannot stay in cache, and non-temporal stores skip reading it first).
-  void decodeSlice(size_t s, float* out, size_t count, float* tile, size_t tileLen) {
-    for (int j = 0; j < n_; ++j) {
-      const size_t len = sliceLen(s, j, count);
-      for (size_t b = 0; b < len; b += tileLen) {
-        const size_t e = std::min(len, b + tileLen);
-        codec_->decodeRange(wireOf(gathered_, s, j), b, e, cap_, tile, false);
-        kernels::copyOut(out + sliceOff(s, j) + b, tile, (e - b) * sizeof(float),
-                         count * sizeof(float));
+  // cannot stay in cache, and non-temporal stores skip reading it first);
+  // part k decodes piece k of every chunk.
+  void decodeSlice(size_t s, float* out, size_t count) {
+    const size_t parts = partsFor(sliceElems(s, count));
+    workers().run(parts, [&](size_t k) {
+      float* tile = tileOf(k);
+      for (int j = 0; j < n_; ++j) {
+        size_t lo, hi;
+        splitRange(sliceLen(s, j, count), align_, parts, k, &lo, &hi);
+        for (size_t b = lo; b < hi; b += tileLen_) {
+          const size_t e = std::min(hi, b + tileLen_);
+          codec_->decodeRange(wireOf(gathered_, s, j), b, e, cap_, tile, false);
+          kernels::copyOut(out + sliceOff(s, j) + b, tile, (e - b) * sizeof(float),
+                           count * sizeof(float));
+        }
       }
-    }
+    });
   }
 
   Status reducePipelined(CollRunner& runner, const float* in, float* out, size_t count,
                          bool average) {
     const int me = runner.rank();
     const size_t S = slices_;
-    float* tile = tile_.data();  // the helper's alone while it runs
-    const size_t tileLen = tile_.size();
-    JobThread helper;  // its destructor drops what an error left unstarted
+    // The tiles are the helper's (and its pool parts') alone while it runs;
+    // its destructor drops what an error left unstarted.
+    JobThread helper;
     std::vector<size_t> encoded(S), combined(S);
     for (size_t s = 0; s < S; ++s)
       encoded[s] = helper.post([this, s, in, count] { encodeSlice(s, in, count); });
@@ -228,16 +278,14 @@ class TwoPhaseCompressor final : public Compressor {
       if (s < S) {
         helper.waitFor(encoded[s]);
         WEFT_RETURN_IF_ERROR(runner.allToAll(wireOf(send_, s, 0), wireOf(recv_, s, 0), wire_));
-        combined[s] = helper.post([this, s, me, count, average, tile, tileLen] {
-          combineSlice(s, me, count, average, tile, tileLen);
-        });
+        combined[s] =
+            helper.post([this, s, me, count, average] { combineSlice(s, me, count, average); });
       }
       if (s >= 1) {
         const size_t d = s - 1;
         helper.waitFor(combined[d]);
         WEFT_RETURN_IF_ERROR(runner.allGather(wireOf(send_, d, 0), wireOf(gathered_, d, 0), wire_));
-        last = helper.post(
-            [this, d, out, count, tile, tileLen] { decodeSlice(d, out, count, tile, tileLen); });
+        last = helper.post([this, d, out, count] { decodeSlice(d, out, count); });
       }
     }
     helper.waitFor(last);
@@ -251,7 +299,10 @@ class TwoPhaseCompressor final : public Compressor {
   size_t cap_ = 0;     // elements per chunk
   size_t wire_ = 0;    // wire bytes per chunk
   std::vector<uint8_t> send_, recv_, gathered_;
-  std::vector<float> tile_;            // the owner's sums, a few granules at a time
+  size_t align_ = 64;                  // pieces of a chunk start at multiples of this
+  size_t tileLen_ = 0;                 // elements per tile
+  size_t tiles_ = 1;                   // tiles, one per part
+  std::vector<float> tile_;            // the sums and decodes, a few granules at a time
   std::vector<float> workerResidual_;  // count elements
   std::vector<float> serverResidual_;  // this rank's chunk of every slice
 };
