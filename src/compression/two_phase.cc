@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "compression/big_buffer.h"
 #include "compression/codec.h"
 #include "compression/compressor.h"
 #include "compression/workers.h"
@@ -144,15 +145,17 @@ class TwoPhaseCompressor final : public Compressor {
     tiles_ = static_cast<size_t>(workers().threads());
     tile_.assign(tileLen_ * tiles_, 0.0f);
     if (errorFeedback_) {
-      workerResidual_.assign(count, 0.0f);
-      serverResidual_.assign(cap_ * slices_, 0.0f);
+      workerResidual_.assign(count);
+      serverResidual_.assign(cap_ * slices_);
     }
     return Status::ok();
   }
 
   void clearState() override {
     for (auto* v : {&send_, &recv_, &gathered_}) std::vector<uint8_t>().swap(*v);
-    for (auto* v : {&tile_, &workerResidual_, &serverResidual_}) std::vector<float>().swap(*v);
+    std::vector<float>().swap(tile_);
+    workerResidual_.clear();
+    serverResidual_.clear();
   }
 
   Status reduce(CollRunner& runner, const float* in, float* out, size_t count,
@@ -299,12 +302,14 @@ class TwoPhaseCompressor final : public Compressor {
   size_t cap_ = 0;     // elements per chunk
   size_t wire_ = 0;    // wire bytes per chunk
   std::vector<uint8_t> send_, recv_, gathered_;
-  size_t align_ = 64;                  // pieces of a chunk start at multiples of this
-  size_t tileLen_ = 0;                 // elements per tile
-  size_t tiles_ = 1;                   // tiles, one per part
-  std::vector<float> tile_;            // the sums and decodes, a few granules at a time
-  std::vector<float> workerResidual_;  // count elements
-  std::vector<float> serverResidual_;  // this rank's chunk of every slice
+  size_t align_ = 64;        // pieces of a chunk start at multiples of this
+  size_t tileLen_ = 0;       // elements per tile
+  size_t tiles_ = 1;         // tiles, one per part
+  std::vector<float> tile_;  // the sums and decodes, a few granules at a time
+  // Streamed through on every step: huge pages (BigBuffer) spare a TLB miss
+  // every 4 KiB and make binding fault in 2 MiB at a time.
+  BigBuffer workerResidual_;  // count elements
+  BigBuffer serverResidual_;  // this rank's chunk of every slice
 };
 
 }  // namespace
