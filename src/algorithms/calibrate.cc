@@ -332,9 +332,9 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams
   const LinkParams* l = params.link;
   WEFT_INFO(kLogTuning,
             "tuner parameters from %s: shm %.2f us %.1f GB/s, cma %.2f us %.1f GB/s, net %.2f us "
-            "%.2f GB/s, reduce %.1f GB/s",
+            "%.2f GB/s, reduce %.1f GB/s, sched %.1f us",
             sourceName(source), l[0].alphaUs, l[0].gbps, l[1].alphaUs, l[1].gbps, l[2].alphaUs,
-            l[2].gbps, params.reduceGbps);
+            l[2].gbps, params.reduceGbps, params.schedUs);
   *out = params;
   return Status::ok();
 }

@@ -107,9 +107,12 @@ Status initTuner(weftComm* comm) {
   comm->health.beginCollective();
   TunerParams params;
   WEFT_RETURN_IF_ERROR(tunerParamsFor(comm->context, hostOf, &params));
+  // Ranks per host against the CPUs they may use (oversubscription).
+  TunerShape shape = tunerShapeFor(comm->context, hostOf);
+  WEFT_RETURN_IF_ERROR(agreeHostCpus(comm->context, hostOf, &shape.hostCpus));
   // Nothing of the calibration may stay in TCP staging slots.
   WEFT_RETURN_IF_ERROR(comm->transport->flush([comm] { return comm->health.check(); }));
-  comm->tuner = std::make_unique<Tuner>(tunerShapeFor(comm->context, hostOf), params);
+  comm->tuner = std::make_unique<Tuner>(shape, params);
   return Status::ok();
 }
 
