@@ -614,6 +614,22 @@ TEST(TunerOversubscribed, AgreedAtCreationAndOverridable) {
     RANK_CHECK_OK(weftAllReduce(&mine, &lo, 1, weftFloat64, weftMin, comm, nullptr));
     RANK_EXPECT(hi == lo);
   });
+  // Calibrating on an oversubscribed host: what the ping-pong measured
+  // beyond the default hand-off went into schedUs, never below its default.
+  test::RunOptions cal;
+  cal.env = {{"WEFT_TUNER_HOST_CPUS", "1"}, {"WEFT_TUNER_CALIBRATE", "1"}};
+  test::runRanks(
+      3,
+      [](weftComm_t comm, int, int n) {
+        const TunerParams p = comm->tuner->params();
+        const TunerParams d = defaultTunerParams();
+        RANK_EXPECT(tunerParamsValid(p));
+        if (comm->tuner->shape().ranksPerHost == n) {
+          RANK_EXPECT(p.schedUs >= d.schedUs);
+          RANK_EXPECT(p.link[0].alphaUs <= d.link[0].alphaUs);
+        }
+      },
+      cal);
   // WEFT_TUNER_HOST_CPUS=1: four ranks on one CPU take recursive doubling
   // for a small allreduce, and get the right sums.
   test::RunOptions opts;

@@ -503,21 +503,24 @@ struct Entry {
 // the model's step costs are fitted to them: on one host here their extra
 // steps cost more than the model says (2 ranks, 64 B allreduce: tree 2.1 us
 // against 0.7 for ring and direct), so today only WEFT_ALGO picks them.
-// On an oversubscribed host the one-partner-per-step algorithms among them
-// (recursive doubling, halving/doubling, binomial, Bruck) are candidates:
-// there the scheduling delay per awaited peer dominates their extra steps
-// (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat direct
-// and ring up to 256 KiB). The tree waits on up to three peers per chunk
-// and stays off.
+// On an oversubscribed host recursive doubling (allreduce, all-gather) is a
+// candidate: there the scheduling delay per awaited peer outweighs its extra
+// step (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat
+// direct and the ring below 2 MiB). rhd, binomial and Bruck also wait on
+// one partner per step and their formulas carry the term, but they are not
+// candidates until forced runs on an idle oversubscribed host show them
+// winning (the model puts rhd a constant 2 steps ahead of the ring at any
+// size, a gain too small to take on faith); the tree waits on up to three
+// peers per chunk.
 constexpr Entry kFormulas[] = {
     {"allreduce", "ring", arRing, kProtoSimple, true, false},
     {"allreduce", "direct", arDirect, kProtoSimple, true, false},
     {"allreduce", "tree", arTree, kProtoSimple, false, false},
-    {"allreduce", "rhd", arRhd, kProtoSimple, false, true},
+    {"allreduce", "rhd", arRhd, kProtoSimple, false, false},
     {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false, true},
     {"allreduce", "hier", arHier, kProtoSimple, true, false},
     {"reducescatter", "ring", rsRing, kProtoSimple, true, false},
-    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, true},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false},
     {"reducescatter", "hier", rsHier, kProtoSimple, true, false},
     {"allgather", "ring", agRing, kProtoSimple, true, false},
     {"allgather", "direct", agDirect, kProtoCma, true, false},
@@ -525,12 +528,12 @@ constexpr Entry kFormulas[] = {
     {"allgather", "hier", agHier, kProtoSimple, true, false},
     {"broadcast", "chain", bcChain, kProtoSimple, true, false},
     {"broadcast", "direct", bcDirect, kProtoCma, false, false},
-    {"broadcast", "binomial", bcBinomial, kProtoSimple, false, true},
+    {"broadcast", "binomial", bcBinomial, kProtoSimple, false, false},
     {"reduce", "chain", rdChain, kProtoSimple, true, false},
-    {"reduce", "binomial", rdBinomial, kProtoSimple, false, true},
+    {"reduce", "binomial", rdBinomial, kProtoSimple, false, false},
     {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true, false},
     {"alltoall", "direct", a2aDirect, kProtoCma, true, false},
-    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, true},
+    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, false},
     {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true, false},
     {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false},
     {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false},

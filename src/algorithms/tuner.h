@@ -23,11 +23,11 @@
 // average, a scheduling delay (schedUs, about half that spin) times the
 // chance the peer is not running (1 - cpus/ranks). The model adds
 // schedUs x (1 - C/R) per awaited peer to every step: algorithms that wait
-// on one partner per step for few steps (recursive doubling, recursive
-// halving/doubling, binomial trees, Bruck) then beat those that wait on all
-// peers at once (direct) or take many steps (ring, chain) at small sizes,
-// and only then are those algorithms candidates without WEFT_ALGO. With
-// enough CPUs the term is zero and every choice is as before.
+// on one partner per step for few steps (recursive doubling) then beat
+// those that wait on all peers at once (direct) or take many steps (ring)
+// at small sizes, and only then is recursive doubling a candidate without
+// WEFT_ALGO (tuner.cc says which). With enough CPUs the term is zero and
+// every choice is as before. WEFT_TUNER_SCHED_US=0 turns the model off.
 //
 // Parameters: built-in defaults (fitted so that on one host the tuner makes
 // the choices the size rules it replaced made from measurements), replaced
@@ -184,8 +184,14 @@ bool p2pSingleCopyAllowed();
 // calibration over ctx's channels unless WEFT_TUNER_CALIBRATE=0 (written to
 // WEFT_TUNER_FILE if that is set); else the defaults; then WEFT_TUNER_*
 // overrides. Collective over ctx: every rank calls it before any collective.
-// hostOf[r] is rank r's host index.
-Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams* out);
+// hostOf[r] is rank r's host index; shape is the communicator's, with
+// hostCpus agreed (agreeHostCpus). On an oversubscribed host the
+// calibration's ping-pong is itself a step that awaits a peer which may not
+// be running: what it measures beyond the default shm latency (the unloaded
+// hand-off) is taken as scheduling delay and sets schedUs (never below the
+// default), the shm latency keeping its default.
+Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const TunerShape& shape,
+                      TunerParams* out);
 
 // A communicator's shape from its ranks' host indices and channels
 // (hostCpus unknown: agreeHostCpus fills it in).
