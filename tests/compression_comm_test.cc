@@ -76,9 +76,12 @@ TEST(CompressedAllReduce, EveryRankGetsTheModelResultBitForBit) {
         for (int r = 1; r < n; ++r)
           RANK_EXPECT(std::memcmp(all.data() + r * count, all.data(), count * 4) == 0)
               << "rank " << r << " differs from rank 0 at step " << s;
-        // Only PowerSGD's P and Q sums depend on the allreduce's summation
-        // order; everything else is exact.
-        const bool exact = std::string(spec).rfind("powersgd", 0) != 0;
+        // Only PowerSGD's P and Q sums and random-k's value sums go through
+        // the allreduce, whose summation order is the tuner's choice (on an
+        // oversubscribed host recursive doubling, not the model's rank
+        // order); everything else is exact.
+        const bool exact = std::string(spec).rfind("powersgd", 0) != 0 &&
+                           std::string(spec).find("random=1") == std::string::npos;
         size_t bad = 0;
         for (size_t i = 0; i < count; ++i) {
           const float d = std::fabs(out[i] - model[s][i]);
@@ -194,11 +197,12 @@ TEST(CompressedAllReduce, CppWrapper) {
   });
 }
 
-// Compares out with the model's step (bit for bit, or to PowerSGD's
-// tolerance: its P and Q sums depend on the allreduce's summation order).
+// Compares out with the model's step (bit for bit, or to PowerSGD's and
+// random-k's tolerance: their sums depend on the allreduce's summation
+// order, which the tuner picks).
 size_t differences(const std::string& spec, const std::vector<float>& out,
                    const std::vector<float>& model) {
-  const bool exact = spec.rfind("powersgd", 0) != 0;
+  const bool exact = spec.rfind("powersgd", 0) != 0 && spec.find("random=1") == std::string::npos;
   size_t bad = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     const float d = std::fabs(out[i] - model[i]);

@@ -112,6 +112,7 @@ TunerParams sample() {
   p.link[1] = {1.25, 22.0};
   p.link[2] = {40.0, 1.125};
   p.reduceGbps = 17.0;
+  p.schedUs = 12.5;
   return p;
 }
 
@@ -121,6 +122,7 @@ void expectSame(const TunerParams& a, const TunerParams& b) {
     EXPECT_DOUBLE_EQ(a.link[l].gbps, b.link[l].gbps) << l;
   }
   EXPECT_DOUBLE_EQ(a.reduceGbps, b.reduceGbps);
+  EXPECT_DOUBLE_EQ(a.schedUs, b.schedUs);
 }
 
 TEST(TunerFile, RoundTrip) {
@@ -160,6 +162,7 @@ TEST(TunerFile, RejectsGarbage) {
       std::string("weft-tuner 1\nshm.gbps 3\0junk", 27),
       "weft-tuner 1\n" + std::string(70000, 'x'),  // too large
       "weft-tuner 1\nshm.gbps " + std::string(100, '9') + "\n",
+      "weft-tuner 1\nsched.us -1\n",  // out of range
   };
   for (const std::string& text : bad) {
     std::string why;
@@ -182,11 +185,14 @@ TEST(TunerParams, EnvOverrides) {
   setenv("WEFT_TUNER_SHM_ALPHA_US", "5.5", 1);
   setenv("WEFT_TUNER_NET_GBPS", "garbage", 1);
   setenv("WEFT_TUNER_REDUCE_GBPS", "-1", 1);
+  setenv("WEFT_TUNER_SCHED_US", "0", 1);
   TunerParams p = defaultTunerParams();
   applyTunerEnv(&p);
   unsetenv("WEFT_TUNER_SHM_ALPHA_US");
   unsetenv("WEFT_TUNER_NET_GBPS");
   unsetenv("WEFT_TUNER_REDUCE_GBPS");
+  unsetenv("WEFT_TUNER_SCHED_US");
+  EXPECT_EQ(p.schedUs, 0.0);  // 0 is allowed: it turns the oversubscription term off
   EXPECT_EQ(p.link[0].alphaUs, 5.5);
   EXPECT_EQ(p.link[2].gbps, defaultTunerParams().link[2].gbps);
   EXPECT_EQ(p.reduceGbps, defaultTunerParams().reduceGbps);
@@ -361,6 +367,133 @@ TEST(TunerDefaults, ReproduceTheMeasuredRulesOnOneHost) {
 }
 
 // ---------------------------------------------------------------------------
+// Oversubscription: more ranks on a host than CPUs for them.
+
+std::string pick(CollKind kind, size_t bytes, const TunerShape& s,
+                 const TunerParams& p = defaultTunerParams()) {
+  const Choice c = chooseFor(kind, bytes, s, p, allAlgorithms(), Restrictions{});
+  return c.alg ? c.alg->name : "none";
+}
+
+constexpr CollKind kEveryKind[] = {
+    CollKind::AllReduce, CollKind::AllGather,     CollKind::AllToAll, CollKind::Broadcast,
+    CollKind::Reduce,    CollKind::ReduceScatter, CollKind::Gather,   CollKind::Scatter};
+
+TEST(TunerOversubscribed, NormalShapesKeepTheirPlan) {
+  // Unknown CPUs, exactly enough, or more: every choice and prediction is
+  // the one the model made before it knew of CPUs.
+  for (int hosts : {1, 2}) {
+    for (int n = 2; n <= 9; ++n) {
+      if (hosts > n) continue;
+      const TunerShape base = shape(n, hosts);
+      for (int cpus : {base.ranksPerHost, base.ranksPerHost + 1, 64}) {
+        TunerShape s = base;
+        s.hostCpus = cpus;
+        EXPECT_FALSE(oversubscribed(s));
+        for (CollKind kind : kEveryKind) {
+          for (size_t bytes = 1; bytes <= (size_t{64} << 20); bytes *= 4) {
+            const Restrictions none;
+            const Choice a =
+                chooseFor(kind, bytes, base, defaultTunerParams(), allAlgorithms(), none);
+            const Choice b = chooseFor(kind, bytes, s, defaultTunerParams(), allAlgorithms(), none);
+            ASSERT_TRUE(a.alg && b.alg);
+            EXPECT_STREQ(a.alg->name, b.alg->name)
+                << collName(kind) << " bytes=" << bytes << " n=" << n << " cpus=" << cpus;
+            EXPECT_EQ(a.chunkBytes, b.chunkBytes);
+            EXPECT_DOUBLE_EQ(a.predictedUs, b.predictedUs);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(TunerOversubscribed, FourRanksOnTwoCpusTakeRecursiveDoublingWhenSmall) {
+  TunerShape s = shape(4);
+  EXPECT_EQ(pick(CollKind::AllReduce, 8, s), "direct");
+  EXPECT_EQ(pick(CollKind::AllReduce, 256 << 10, s), "ring");
+  s.hostCpus = 2;
+  ASSERT_TRUE(oversubscribed(s));
+  // What the forced runs measured at 4 ranks on 2 CPUs: recursive doubling
+  // below 2 MiB, the ring from there.
+  for (size_t bytes : {size_t{8}, size_t{4} << 10, size_t{32} << 10, size_t{256} << 10})
+    EXPECT_EQ(pick(CollKind::AllReduce, bytes, s), "recdoubling") << bytes;
+  EXPECT_EQ(pick(CollKind::AllReduce, 8 << 20, s), "ring");
+  // All-gather: one partner per step beats every peer at once (direct) and
+  // n-1 steps (ring) while latency dominates.
+  for (size_t perRank : {size_t{2}, size_t{1} << 10})
+    EXPECT_EQ(pick(CollKind::AllGather, perRank, s), "recdoubling") << perRank;
+  // Direct waits on every peer: it costs more than on a host with CPUs.
+  TunerShape enough = s;
+  enough.hostCpus = 4;
+  EXPECT_GT(predictCost(CollKind::AllReduce, "direct", 8, s, defaultTunerParams())->us,
+            predictCost(CollKind::AllReduce, "direct", 8, enough, defaultTunerParams())->us);
+  // The penalty grows with the oversubscription.
+  TunerShape worse = s;
+  worse.hostCpus = 1;
+  EXPECT_GT(predictCost(CollKind::AllReduce, "ring", 8, worse, defaultTunerParams())->us,
+            predictCost(CollKind::AllReduce, "ring", 8, s, defaultTunerParams())->us);
+  // Forcing still wins over the model.
+  const Restrictions ring = parseRestrictions("allreduce:ring", "", allAlgorithms(), false);
+  EXPECT_STREQ(
+      chooseFor(CollKind::AllReduce, 8, s, defaultTunerParams(), allAlgorithms(), ring).alg->name,
+      "ring");
+}
+
+TEST(TunerOversubscribed, SchedZeroTurnsTheModelOff) {
+  TunerParams p = defaultTunerParams();
+  p.schedUs = 0;
+  for (int n : {3, 4, 8}) {
+    TunerShape s = shape(n);
+    TunerShape over = s;
+    over.hostCpus = 1;
+    for (CollKind kind : kEveryKind) {
+      for (size_t bytes = 1; bytes <= (size_t{16} << 20); bytes *= 8)
+        EXPECT_EQ(pick(kind, bytes, over, p), pick(kind, bytes, s, p))
+            << collName(kind) << " " << bytes;
+    }
+  }
+}
+
+TEST(TunerOversubscribed, HostCpusAreTheUnionOfTheRanksMasks) {
+  auto rec = [](std::initializer_list<int> cpus, uint32_t quota = 0) {
+    CpuRecord r;
+    for (int c : cpus) r.mask[c / 64] |= uint64_t{1} << (c % 64);
+    r.count = static_cast<uint32_t>(cpus.size());
+    r.quota = quota;
+    return r;
+  };
+  const int oneHost[] = {0, 0, 0, 0};
+  // A launcher binding each rank to a core of its own: 4 CPUs, not 1.
+  const CpuRecord bound[] = {rec({0}), rec({1}), rec({2}), rec({3})};
+  EXPECT_EQ(worstHostCpus(bound, oneHost), 4);
+  // All confined to the same two cores.
+  const CpuRecord shared[] = {rec({0, 1}), rec({0, 1}), rec({0, 1}), rec({0, 1})};
+  EXPECT_EQ(worstHostCpus(shared, oneHost), 2);
+  // A CPU quota caps a wide mask.
+  const CpuRecord quota[] = {rec({0, 1, 2, 3, 64, 65}, 3), rec({0, 1, 2, 3, 64, 65}, 3),
+                             rec({0, 1, 2, 3, 64, 65}, 3), rec({0, 1, 2, 3, 64, 65}, 3)};
+  EXPECT_EQ(worstHostCpus(quota, oneHost), 3);
+  // Two hosts: the crowded one decides, scaled to the most ranks per host.
+  const int twoHosts[] = {0, 0, 0, 0, 1, 1, 1, 1};
+  const CpuRecord mixed[] = {rec({0, 1, 2, 3}), rec({0, 1, 2, 3}), rec({0, 1, 2, 3}),
+                             rec({0, 1, 2, 3}), rec({0}),          rec({0}),
+                             rec({0}),          rec({0})};
+  EXPECT_EQ(worstHostCpus(mixed, twoHosts), 1);
+  // Unknown counts: nothing is claimed.
+  const CpuRecord unknown[] = {CpuRecord{}, CpuRecord{}};
+  const int two[] = {0, 0};
+  EXPECT_EQ(worstHostCpus(unknown, two), 0);
+  // This process: what sched_getaffinity says, at least one.
+  uint64_t mask[16];
+  const int mine = usableCpus(mask);
+  EXPECT_GE(mine, 1);
+  int bits = 0;
+  for (uint64_t w : mask) bits += __builtin_popcountll(w);
+  EXPECT_GE(bits, 1);
+}
+
+// ---------------------------------------------------------------------------
 // Through the environment and a context.
 
 class ScopedEnv {
@@ -470,6 +603,58 @@ TEST(TunerCalibration, SkippedGivesDefaultsAndOverrides) {
       opts);
 }
 
+TEST(TunerOversubscribed, AgreedAtCreationAndOverridable) {
+  // Whatever this machine has, every rank models the same CPU count.
+  test::runRanks(3, [](weftComm_t comm, int, int) {
+    RANK_ASSERT(comm->tuner != nullptr);
+    const TunerShape& s = comm->tuner->shape();
+    RANK_EXPECT(s.hostCpus >= 1);
+    double mine = s.hostCpus, hi = 0, lo = 0;
+    RANK_CHECK_OK(weftAllReduce(&mine, &hi, 1, weftFloat64, weftMax, comm, nullptr));
+    RANK_CHECK_OK(weftAllReduce(&mine, &lo, 1, weftFloat64, weftMin, comm, nullptr));
+    RANK_EXPECT(hi == lo);
+  });
+  // Calibrating on an oversubscribed host: what the ping-pong measured
+  // beyond the default hand-off went into schedUs, never below its default.
+  test::RunOptions cal;
+  cal.env = {{"WEFT_TUNER_HOST_CPUS", "1"}, {"WEFT_TUNER_CALIBRATE", "1"}};
+  test::runRanks(
+      3,
+      [](weftComm_t comm, int, int n) {
+        const TunerParams p = comm->tuner->params();
+        const TunerParams d = defaultTunerParams();
+        RANK_EXPECT(tunerParamsValid(p));
+        if (comm->tuner->shape().ranksPerHost == n) {
+          RANK_EXPECT(p.schedUs >= d.schedUs);
+          RANK_EXPECT(p.link[0].alphaUs <= d.link[0].alphaUs);
+        }
+      },
+      cal);
+  // WEFT_TUNER_HOST_CPUS=1: four ranks on one CPU take recursive doubling
+  // for a small allreduce, and get the right sums.
+  test::RunOptions opts;
+  opts.env = {{"WEFT_TUNER_HOST_CPUS", "1"}, {"WEFT_TUNER_CALIBRATE", "0"}};
+  test::runRanks(
+      4,
+      [](weftComm_t comm, int rank, int n) {
+        const TunerShape& s = comm->tuner->shape();
+        RANK_EXPECT(s.hostCpus == 1);
+        if (s.ranksPerHost == n) {  // not under WEFT_SHM_DISABLE (one host per rank)
+          RANK_EXPECT(oversubscribed(s));
+          RANK_EXPECT(std::string(comm->tuner->choose(CollKind::AllReduce, 64).alg->name) ==
+                      "recdoubling");
+        }
+        std::vector<float> x(16, float(rank + 1));
+        RANK_CHECK_OK(
+            weftAllReduce(x.data(), x.data(), x.size(), weftFloat32, weftSum, comm, nullptr));
+        RANK_EXPECT(x[15] == float(n * (n + 1) / 2));
+        std::vector<int32_t> all(4 * n, -1), own(4, rank);
+        RANK_CHECK_OK(weftAllGather(own.data(), all.data(), 4, weftInt32, comm, nullptr));
+        for (int i = 0; i < 4 * n; ++i) RANK_EXPECT(all[i] == i / 4);
+      },
+      opts);
+}
+
 // ---------------------------------------------------------------------------
 // weft-info, run as a program.
 
@@ -518,6 +703,27 @@ TEST(WeftInfo, PlansEverySize) {
   EXPECT_EQ(status, 0);
   EXPECT_NE(all.find("# AllGather"), std::string::npos);
   EXPECT_NE(all.find(" cma "), std::string::npos) << all;  // single copy at 1 MiB
+}
+
+TEST(WeftInfo, PlansAnOversubscribedHost) {
+  int status = -1;
+  const std::string normal = runInfo("--plan -n 4 --coll allreduce --max 4K", &status);
+  EXPECT_EQ(status, 0) << normal;
+  EXPECT_EQ(normal.find("recdoubling"), std::string::npos) << normal;
+  EXPECT_EQ(normal.find("oversubscribed"), std::string::npos) << normal;
+  const std::string over =
+      runInfo("--plan -n 4 --coll allreduce --max 4K --cpus-per-host 2", &status);
+  EXPECT_EQ(status, 0) << over;
+  EXPECT_NE(over.find("4 per host on 2 CPUs (oversubscribed model)"), std::string::npos) << over;
+  EXPECT_NE(over.find("recdoubling"), std::string::npos) << over;
+  EXPECT_EQ(over.find("direct"), std::string::npos) << over;
+  // As many CPUs as ranks: the normal plan.
+  const std::string enough =
+      runInfo("--plan -n 4 --coll allreduce --max 4K --cpus-per-host 4", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(enough.substr(enough.find("# AllReduce")), normal.substr(normal.find("# AllReduce")));
+  runInfo("--plan -n 4 --cpus-per-host two", &status);
+  EXPECT_NE(status, 0);
 }
 
 TEST(WeftInfo, BadArgumentsSayWhy) {

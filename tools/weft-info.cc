@@ -4,10 +4,15 @@
 //   weft-info                      every algorithm: collective, name,
 //                                  protocols, description, cost
 //   weft-info --plan -n 8 --hosts 2 [--coll allreduce] [--dtype float]
-//             [--min 8] [--max 1G] [--all]
+//             [--min 8] [--max 1G] [--all] [--cpus-per-host C]
 //                                  per size (nccl-tests' size column: the
 //                                  whole buffer), the tuner's algorithm,
-//                                  protocol, chunk and predicted time
+//                                  protocol, chunk and predicted time;
+//                                  --cpus-per-host below the ranks per host
+//                                  plans for an oversubscribed host (a job
+//                                  finds it from its ranks' affinity; 0, the
+//                                  default: as many CPUs as ranks, or
+//                                  WEFT_TUNER_HOST_CPUS where set)
 //   weft-info --params             the model parameters in use
 //   weft-info --dump PID...        asks running ranks for their flight
 //                                  records (SIGUSR1); merge the files with
@@ -17,6 +22,7 @@
 // then the WEFT_TUNER_* overrides; WEFT_ALGO and WEFT_PROTO restrict the
 // choice as in a job. The shared-memory settings (WEFT_SHM_SLOT_BYTES,
 // WEFT_SHM_DIRECT, WEFT_SHM_DIRECT_MIN) shape the one-host case.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -52,7 +58,7 @@ int usage(const char* why) {
   std::fprintf(stderr,
                "usage: weft-info [--list]\n"
                "       weft-info --plan -n RANKS [--hosts H] [--coll NAME] [--dtype T]\n"
-               "                 [--min BYTES] [--max BYTES] [--all]\n"
+               "                 [--min BYTES] [--max BYTES] [--all] [--cpus-per-host C]\n"
                "       weft-info --params\n"
                "       weft-info --dump PID...\n");
   return 2;
@@ -155,14 +161,21 @@ void plan(const TunerShape& shape, const TunerParams& p, const std::vector<CollK
           weftDataType_t dtype, size_t minBytes, size_t maxBytes, bool all) {
   const Restrictions& r = envRestrictions();
   const size_t es = dtypeSize(dtype);
-  std::printf("# %d ranks on %d host(s), %d per host; slot %s, single copy %s; dtype %s\n",
-              shape.nranks, shape.nhosts, shape.ranksPerHost, human(shape.slotBytes).c_str(),
+  char cpus[128] = "";
+  if (shape.hostCpus > 0)
+    std::snprintf(cpus, sizeof(cpus), " on %d CPUs%s", shape.hostCpus,
+                  oversubscribed(shape) && p.schedUs > 0 ? " (oversubscribed model)" : "");
+  std::printf("# %d ranks on %d host(s), %d per host%s; slot %s, single copy %s; dtype %s\n",
+              shape.nranks, shape.nhosts, shape.ranksPerHost, cpus, human(shape.slotBytes).c_str(),
               shape.canPublish ? ("from " + human(shape.directMinBytes)).c_str() : "off",
               dtypeName(dtype));
   std::printf(
       "# parameters: %s (and WEFT_TUNER_* overrides); a job calibrates unless "
       "WEFT_TUNER_CALIBRATE=0 or WEFT_TUNER_FILE is valid\n",
       gSource.c_str());
+  if (oversubscribed(shape) && p.schedUs > 0)
+    std::printf("# oversubscribed: each awaited peer costs %.1f us x (1 - %d/%d) more per step\n",
+                p.schedUs, shape.hostCpus, shape.ranksPerHost);
   for (CollKind kind : kinds) {
     std::printf("\n# %s\n%12s %12s  %-12s %-7s %8s %12s", collName(kind), "size", "count",
                 "algorithm", "proto", "chunk", "time(us)");
@@ -220,6 +233,7 @@ int dump(int argc, char** argv, int first) {
 int main(int argc, char** argv) {
   bool doPlan = false, doParams = false, all = false;
   int n = 0, hosts = 1;
+  int cpusPerHost = static_cast<int>(std::clamp<int64_t>(envInt("TUNER_HOST_CPUS", 0), 0, 1 << 20));
   std::vector<CollKind> kinds;
   weftDataType_t dtype = weftFloat32;
   size_t minBytes = 8, maxBytes = size_t{1} << 30;
@@ -254,6 +268,14 @@ int main(int argc, char** argv) {
       n = std::atoi(value().c_str());
     } else if (arg == "--hosts") {
       hosts = std::atoi(value().c_str());
+    } else if (arg == "--cpus-per-host") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long c = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || c < 0 || c > (1 << 20))
+        return usage(
+            ("--cpus-per-host: '" + v + "' is not a CPU count (0: as many as ranks)").c_str());
+      cpusPerHost = static_cast<int>(c);
     } else if (arg == "--coll") {
       CollKind k;
       const std::string v = value();
@@ -288,6 +310,7 @@ int main(int argc, char** argv) {
   shape.nranks = n;
   shape.nhosts = hosts;
   shape.ranksPerHost = (n + hosts - 1) / hosts;
+  shape.hostCpus = cpusPerHost;
   shape.slotBytes = envBytes("SHM_SLOT_BYTES", 256 << 10);
   // Single copy needs every peer on this host, and the shm transport's consent.
   shape.canPublish = hosts == 1 && n > 1 && envInt("SHM_DIRECT", 1) != 0;

@@ -236,6 +236,22 @@ Status broadcastBytes(CollContext& ctx, void* data, size_t bytes) {
   return chainBroadcast(ctx, a);
 }
 
+// On an oversubscribed host (tuner.h) the ping-pong measured the hand-off
+// plus the wait for a peer that was not running, since the ranks not in the
+// ping-pong compete for the CPUs. The model charges that wait per awaited
+// peer (schedUs x the chance a peer is not running), so the excess over the
+// unloaded hand-off becomes schedUs and the shm latency keeps its default.
+void splitScheduling(const TunerShape& shape, TunerParams* p) {
+  const int shm = static_cast<int>(LinkClass::Shm);
+  const TunerParams d = defaultTunerParams();
+  const double notRunning =
+      1.0 - static_cast<double>(shape.hostCpus) / std::max(shape.ranksPerHost, 1);
+  const double excess = p->link[shm].alphaUs - d.link[shm].alphaUs;
+  if (notRunning <= 0 || excess <= 0) return;
+  p->schedUs = std::clamp(excess / notRunning, p->schedUs, 1e5);
+  p->link[shm].alphaUs = d.link[shm].alphaUs;
+}
+
 }  // namespace
 
 void resetTunerCacheForTesting() {
@@ -244,7 +260,8 @@ void resetTunerCacheForTesting() {
   gCachedNet = false;
 }
 
-Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams* out) {
+Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const TunerShape& shape,
+                      TunerParams* out) {
   const int n = ctx.nranks();
   const int r = ctx.rank();
   *out = defaultTunerParams();
@@ -307,6 +324,7 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams
       WEFT_RETURN_IF_ERROR(measureLink(ctx, leader ? netPeer : 0, leader, 256 << 10,
                                        &params.link[static_cast<int>(LinkClass::Net)]));
     }
+    if (leader && shmPeer >= 0 && oversubscribed(shape)) splitScheduling(shape, &params);
     if (leader) {
       if (const double g = measureReduceGbps(); g > 0) params.reduceGbps = g;
       WEFT_INFO(kLogTuning, "calibrated in %.0f us", usSince(t0));
@@ -332,9 +350,9 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams
   const LinkParams* l = params.link;
   WEFT_INFO(kLogTuning,
             "tuner parameters from %s: shm %.2f us %.1f GB/s, cma %.2f us %.1f GB/s, net %.2f us "
-            "%.2f GB/s, reduce %.1f GB/s",
+            "%.2f GB/s, reduce %.1f GB/s, sched %.1f us",
             sourceName(source), l[0].alphaUs, l[0].gbps, l[1].alphaUs, l[1].gbps, l[2].alphaUs,
-            l[2].gbps, params.reduceGbps);
+            l[2].gbps, params.reduceGbps, params.schedUs);
   *out = params;
   return Status::ok();
 }

@@ -44,6 +44,13 @@ constexpr TunerParams kDefaults{
      {1.0, 25.0},   // cma: process_vm_readv, slower per byte than memcpy
      {25.0, 3.0}},  // net: TCP, a conservative 25 Gbit/s-class guess
     18.5,           // reduce: a += b over two streams, one core
+    // sched: an awaited peer that is not running costs about half of the
+    // waiter's spin before it yields (2000 pauses, ~55 us on the 2-vCPU
+    // development host; a yield itself ~1 us). Consistent with the forced
+    // runs at 4 ranks on 2 CPUs: recursive doubling beat direct by 1.4-2.2x
+    // up to 4 KiB and the ring up to 256 KiB, the ring won from 2 MiB
+    // (the model needs 12 < sched < 60 for that).
+    28.0,
 };
 
 struct Range {
@@ -51,6 +58,7 @@ struct Range {
 };
 constexpr Range kAlphaRange{0.01, 1e6};  // us
 constexpr Range kGbpsRange{1e-4, 1e4};
+constexpr Range kSchedRange{0, 1e6};  // us; 0: no oversubscription term
 
 bool inRange(double v, Range r) {
   return std::isfinite(v) && v >= r.lo && v <= r.hi;
@@ -76,7 +84,11 @@ bool tunerParamsValid(const TunerParams& p) {
   for (const LinkParams& l : p.link) {
     if (!inRange(l.alphaUs, kAlphaRange) || !inRange(l.gbps, kGbpsRange)) return false;
   }
-  return inRange(p.reduceGbps, kGbpsRange);
+  return inRange(p.reduceGbps, kGbpsRange) && inRange(p.schedUs, kSchedRange);
+}
+
+bool oversubscribed(const TunerShape& shape) {
+  return shape.hostCpus > 0 && shape.ranksPerHost > shape.hostCpus;
 }
 
 namespace {
@@ -97,6 +109,11 @@ bool fieldFor(std::string_view key, TunerParams& p, double** field, Range* range
   if (key == "reduce.gbps") {
     *field = &p.reduceGbps;
     *range = kGbpsRange;
+    return true;
+  }
+  if (key == "sched.us") {
+    *field = &p.schedUs;
+    *range = kSchedRange;
     return true;
   }
   for (int l = 0; l < kNumLinks; ++l) {
@@ -141,6 +158,7 @@ void applyTunerEnv(TunerParams* p) {
     envOverride(kGbps[l], &p->link[l].gbps, kGbpsRange);
   }
   envOverride("TUNER_REDUCE_GBPS", &p->reduceGbps, kGbpsRange);
+  envOverride("TUNER_SCHED_US", &p->schedUs, kSchedRange);
 }
 
 std::string formatTunerFile(const TunerParams& p) {
@@ -152,6 +170,11 @@ std::string formatTunerFile(const TunerParams& p) {
     out += line;
   }
   std::snprintf(line, sizeof(line), "reduce.gbps %.6g\n", p.reduceGbps);
+  out += line;
+  std::snprintf(line, sizeof(line),
+                "# sched: us per awaited peer not running, on an oversubscribed host\n"
+                "sched.us %.6g\n",
+                p.schedUs);
   out += line;
   return out;
 }
@@ -218,14 +241,23 @@ struct Model {
   const TunerShape& s;
   const TunerParams& p;
   int n, h, ppn;
+  // The expected scheduling delay per awaited peer (tuner.h): schedUs times
+  // the chance that a peer is not running, 1 - cpus/ranks; 0 with enough
+  // CPUs.
+  double wait;
   Model(const TunerShape& shape, const TunerParams& params)
       : s(shape),
         p(params),
         n(std::max(shape.nranks, 1)),
         h(std::clamp(shape.nhosts, 1, std::max(shape.nranks, 1))),
-        ppn(std::max(shape.ranksPerHost, 1)) {}
+        ppn(std::max(shape.ranksPerHost, 1)),
+        wait(oversubscribed(shape)
+                 ? params.schedUs * (1.0 - static_cast<double>(shape.hostCpus) / ppn)
+                 : 0.0) {}
 
   double alpha(LinkClass l) const { return p.link[static_cast<int>(l)].alphaUs; }
+  // One step over l that waits for `peers` peers.
+  double step(LinkClass l, double peers = 1) const { return alpha(l) + peers * wait; }
   // us per byte
   double beta(LinkClass l) const { return 1e-3 / p.link[static_cast<int>(l)].gbps; }
   double gamma() const { return 1e-3 / p.reduceGbps; }
@@ -255,7 +287,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // 4 KiB up to the slot) and its time.
 Cost pipeline(const Model& m, LinkClass l, int stages, double bytes, double perByte) {
   Cost best{kInf, m.s.slotBytes};
-  const double a = m.alpha(l);
+  const double a = m.step(l);
   if (bytes <= 0) return Cost{stages * a, m.s.slotBytes};
   for (size_t c = m.s.slotBytes; c >= 1; c /= 2) {
     const double chunks = std::ceil(bytes / static_cast<double>(c));
@@ -271,11 +303,11 @@ Cost pipeline(const Model& m, LinkClass l, int stages, double bytes, double perB
 // their input to a partner first and get the result back last.
 double foldIn(const Model& m, LinkClass l, double N, bool reduce) {
   if (m.n == m.p2()) return 0;
-  return m.alpha(l) + N * m.beta(l) + (reduce ? N * m.gamma() : 0);
+  return m.step(l) + N * m.beta(l) + (reduce ? N * m.gamma() : 0);
 }
 double foldOut(const Model& m, LinkClass l, double N) {
   if (m.n == m.p2()) return 0;
-  return m.alpha(l) + m.dup(l) * N * m.beta(l);
+  return m.step(l) + m.dup(l) * N * m.beta(l);
 }
 
 using Formula = double (*)(const Model& m, double bytes, size_t* chunk);
@@ -286,13 +318,14 @@ double arRing(const Model& m, double N, size_t*) {
   const double b = N / m.n;
   // reduce-scatter steps copy b into the next slot and reduce b; all-gather
   // steps forward b and copy it out.
-  return 2.0 * (m.n - 1) * m.alpha(l) + (m.n - 1) * b * (m.beta(l) + m.gamma()) +
+  return 2.0 * (m.n - 1) * m.step(l) + (m.n - 1) * b * (m.beta(l) + m.gamma()) +
          (m.n - 1) * b * m.dup(l) * m.beta(l);
 }
 double arDirect(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
   if (N > static_cast<double>(m.s.slotBytes)) return kInf;  // runs only within one slot
-  return m.alpha(l) + (m.n - 1) * N * (m.beta(l) * m.share(l) + m.gamma());
+  // One step, but it waits for every peer.
+  return m.step(l, m.n - 1) + (m.n - 1) * N * (m.beta(l) * m.share(l) + m.gamma());
 }
 double arTree(const Model& m, double N, size_t* chunk) {
   const LinkClass l = m.flat();
@@ -306,13 +339,13 @@ double arTree(const Model& m, double N, size_t* chunk) {
 double arRhd(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
   const double frac = (m.p2() - 1.0) / m.p2();
-  return foldIn(m, l, N, true) + 2.0 * m.lg() * m.alpha(l) +
+  return foldIn(m, l, N, true) + 2.0 * m.lg() * m.step(l) +
          frac * N * (m.beta(l) * m.share(l) + m.gamma()) +
          frac * N * m.dup(l) * m.beta(l) * m.share(l) + foldOut(m, l, N);
 }
 double arRecDoubling(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
-  return foldIn(m, l, N, true) + m.lg() * (m.alpha(l) + N * (m.beta(l) * m.share(l) + m.gamma())) +
+  return foldIn(m, l, N, true) + m.lg() * (m.step(l) + N * (m.beta(l) * m.share(l) + m.gamma())) +
          foldOut(m, l, N);
 }
 double arHier(const Model& m, double N, size_t*) {
@@ -322,10 +355,10 @@ double arHier(const Model& m, double N, size_t*) {
   const int p = m.ppn, h = m.h;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
   const double inside = (p - 1.0) / p * N;
-  double t = 2.0 * m.ceilLog2(p) * m.alpha(s) + inside * (m.beta(s) + m.gamma()) +
+  double t = 2.0 * m.ceilLog2(p) * m.step(s) + inside * (m.beta(s) + m.gamma()) +
              inside * m.dup(s) * m.beta(s);
   if (h > 1) {
-    t += 2.0 * (h - 1) * m.alpha(net) + 2.0 * (h - 1) / h * N * m.beta(net) +
+    t += 2.0 * (h - 1) * m.step(net) + 2.0 * (h - 1) / h * N * m.beta(net) +
          (h - 1.0) / h * (N / p) * m.gamma();
   }
   return t;
@@ -334,23 +367,23 @@ double arHier(const Model& m, double N, size_t*) {
 // --- reducescatter (N = n * bytes) ---
 double rsRing(const Model& m, double bytes, size_t*) {
   const LinkClass l = m.flat();
-  return (m.n - 1) * (m.alpha(l) + bytes * (m.beta(l) + m.gamma()));
+  return (m.n - 1) * (m.step(l) + bytes * (m.beta(l) + m.gamma()));
 }
 double rsRhd(const Model& m, double bytes, size_t*) {
   const LinkClass l = m.flat();
   const double N = bytes * m.n;
-  return foldIn(m, l, N, true) + m.lg() * m.alpha(l) +
+  return foldIn(m, l, N, true) + m.lg() * m.step(l) +
          (m.p2() - 1.0) / m.p2() * N * (m.beta(l) * m.share(l) + m.gamma()) +
-         (m.n == m.p2() ? 0 : m.alpha(l) + m.dup(l) * bytes * m.beta(l));
+         (m.n == m.p2() ? 0 : m.step(l) + m.dup(l) * bytes * m.beta(l));
 }
 double rsHier(const Model& m, double bytes, size_t*) {
   // Recursive halving inside the host, then across hosts per slice.
   const int p = m.ppn, h = m.h;
   const double N = bytes * m.n;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
-  double t = m.ceilLog2(p) * m.alpha(s) + (p - 1.0) / p * N * (m.beta(s) + m.gamma());
+  double t = m.ceilLog2(p) * m.step(s) + (p - 1.0) / p * N * (m.beta(s) + m.gamma());
   if (h > 1) {
-    t += m.ceilLog2(h) * m.alpha(net) + (h - 1.0) / h * N * m.beta(net) +
+    t += m.ceilLog2(h) * m.step(net) + (h - 1.0) / h * N * m.beta(net) +
          (h - 1.0) / h * N / p * m.gamma();
   }
   return t;
@@ -359,17 +392,18 @@ double rsHier(const Model& m, double bytes, size_t*) {
 // --- allgather (b = bytes per rank) ---
 double agRing(const Model& m, double b, size_t*) {
   const LinkClass l = m.flat();
-  return (m.n - 1) * (m.alpha(l) + m.dup(l) * b * m.beta(l));
+  return (m.n - 1) * (m.step(l) + m.dup(l) * b * m.beta(l));
 }
 double agDirect(const Model& m, double b, size_t*) {
-  // A FIFO hand-off publishes, then each peer's block is read once.
+  // A FIFO hand-off publishes, then each peer's block is read once: every
+  // peer must have published.
   const LinkClass c = LinkClass::Cma;
-  return m.alpha(LinkClass::Shm) + (m.n - 1) * (m.alpha(c) + b * m.beta(c));
+  return m.step(LinkClass::Shm, m.n - 1) + (m.n - 1) * (m.alpha(c) + b * m.beta(c));
 }
 double agRecDoubling(const Model& m, double b, size_t*) {
   const LinkClass l = m.flat();
   const double N = b * m.n;
-  return foldIn(m, l, b, false) + m.lg() * m.alpha(l) +
+  return foldIn(m, l, b, false) + m.lg() * m.step(l) +
          (m.p2() - 1.0) / m.p2() * N * m.dup(l) * m.beta(l) * m.share(l) + foldOut(m, l, N);
 }
 double agHier(const Model& m, double b, size_t*) {
@@ -378,8 +412,8 @@ double agHier(const Model& m, double b, size_t*) {
   const int p = m.ppn, h = m.h;
   const double N = b * m.n;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
-  double t = m.ceilLog2(p) * m.alpha(s) + (p - 1.0) / p * N * m.dup(s) * m.beta(s);
-  if (h > 1) t += m.ceilLog2(h) * m.alpha(net) + (h - 1.0) / h * N * m.beta(net);
+  double t = m.ceilLog2(p) * m.step(s) + (p - 1.0) / p * N * m.dup(s) * m.beta(s);
+  if (h > 1) t += m.ceilLog2(h) * m.step(net) + (h - 1.0) / h * N * m.beta(net);
   return t;
 }
 
@@ -394,9 +428,10 @@ double bcChain(const Model& m, double N, size_t* chunk) {
   return c.us;
 }
 double bcDirect(const Model& m, double N, size_t*) {
-  // Every non-root reads the root's pages: the reads serialise at the root.
+  // Every non-root reads the root's pages: the reads serialise at the root,
+  // which waits for all of them.
   const LinkClass c = LinkClass::Cma;
-  return m.alpha(LinkClass::Shm) + m.alpha(c) + (m.n - 1) * N * m.beta(c);
+  return m.step(LinkClass::Shm, m.n - 1) + m.alpha(c) + (m.n - 1) * N * m.beta(c);
 }
 double bcBinomial(const Model& m, double N, size_t*) {
   // Pipelined one slot at a time, but the root sends every chunk
@@ -404,7 +439,7 @@ double bcBinomial(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
   const double c = std::min<double>(N, static_cast<double>(m.s.slotBytes));
   const double chunks = c > 0 ? std::ceil(N / c) : 1;
-  return chunks * m.ceilLog2(m.n) * (m.alpha(l) + c * m.beta(l) * m.share(l));
+  return chunks * m.ceilLog2(m.n) * (m.step(l) + c * m.beta(l) * m.share(l));
 }
 
 // --- reduce (N = bytes) ---
@@ -419,25 +454,25 @@ double rdBinomial(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
   const double c = std::min<double>(N, static_cast<double>(m.s.slotBytes));
   const double chunks = c > 0 ? std::ceil(N / c) : 1;
-  return chunks * m.ceilLog2(m.n) * (m.alpha(l) + c * (m.beta(l) * m.share(l) + m.gamma()));
+  return chunks * m.ceilLog2(m.n) * (m.step(l) + c * (m.beta(l) * m.share(l) + m.gamma()));
 }
 
 // --- alltoall (b = bytes per peer) ---
 double a2aPairwise(const Model& m, double b, size_t*) {
   const LinkClass l = m.flat();
-  return (m.n - 1) * (m.alpha(l) + m.dup(l) * b * m.beta(l) * m.share(l)) +
+  return (m.n - 1) * (m.step(l) + m.dup(l) * b * m.beta(l) * m.share(l)) +
          b * m.beta(LinkClass::Shm);
 }
 double a2aDirect(const Model& m, double b, size_t*) {
   const LinkClass c = LinkClass::Cma;
-  return m.alpha(LinkClass::Shm) + (m.n - 1) * (m.alpha(c) + b * m.beta(c)) +
+  return m.step(LinkClass::Shm, m.n - 1) + (m.n - 1) * (m.alpha(c) + b * m.beta(c)) +
          b * m.beta(LinkClass::Shm);
 }
 double a2aBruck(const Model& m, double b, size_t*) {
   const LinkClass l = m.flat();
   const double N = b * m.n;
   // ceil(log2 n) steps of about half the buffer, plus two local rotations.
-  return m.ceilLog2(m.n) * (m.alpha(l) + m.dup(l) * N / 2 * m.beta(l) * m.share(l)) +
+  return m.ceilLog2(m.n) * (m.step(l) + m.dup(l) * N / 2 * m.beta(l) * m.share(l)) +
          2 * N * m.beta(LinkClass::Shm);
 }
 
@@ -446,11 +481,11 @@ double rootedDirect(const Model& m, double b, size_t*) {
   // The root moves every peer's block, one after another.
   const bool single = m.s.canPublish && b >= static_cast<double>(m.s.directMinBytes);
   const LinkClass l = m.h > 1 ? LinkClass::Net : (single ? LinkClass::Cma : LinkClass::Shm);
-  return m.alpha(LinkClass::Shm) + (m.n - 1) * (m.alpha(l) + b * m.beta(l));
+  return m.alpha(LinkClass::Shm) + (m.n - 1) * (m.step(l) + b * m.beta(l));
 }
 double p2p(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
-  return m.alpha(l) + N * m.beta(l);
+  return m.step(l) + N * m.beta(l);
 }
 
 struct Entry {
@@ -458,7 +493,8 @@ struct Entry {
   const char* name;
   Formula f;
   uint8_t protos;
-  bool byDefault;  // false: taken only when WEFT_ALGO asks for it
+  bool byDefault;  // false: taken only when WEFT_ALGO asks for it...
+  bool oversub;    // ...or when the host is oversubscribed (tuner.h)
 };
 
 // Broadcast "direct" is off by default: measured on 2 ranks, its single
@@ -467,33 +503,42 @@ struct Entry {
 // the model's step costs are fitted to them: on one host here their extra
 // steps cost more than the model says (2 ranks, 64 B allreduce: tree 2.1 us
 // against 0.7 for ring and direct), so today only WEFT_ALGO picks them.
+// On an oversubscribed host recursive doubling (allreduce, all-gather) is a
+// candidate: there the scheduling delay per awaited peer outweighs its extra
+// step (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat
+// direct and the ring below 2 MiB). rhd, binomial and Bruck also wait on
+// one partner per step and their formulas carry the term, but they are not
+// candidates until forced runs on an idle oversubscribed host show them
+// winning (the model puts rhd a constant 2 steps ahead of the ring at any
+// size, a gain too small to take on faith); the tree waits on up to three
+// peers per chunk.
 constexpr Entry kFormulas[] = {
-    {"allreduce", "ring", arRing, kProtoSimple, true},
-    {"allreduce", "direct", arDirect, kProtoSimple, true},
-    {"allreduce", "tree", arTree, kProtoSimple, false},
-    {"allreduce", "rhd", arRhd, kProtoSimple, false},
-    {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false},
-    {"allreduce", "hier", arHier, kProtoSimple, true},
-    {"reducescatter", "ring", rsRing, kProtoSimple, true},
-    {"reducescatter", "rhd", rsRhd, kProtoSimple, false},
-    {"reducescatter", "hier", rsHier, kProtoSimple, true},
-    {"allgather", "ring", agRing, kProtoSimple, true},
-    {"allgather", "direct", agDirect, kProtoCma, true},
-    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, false},
-    {"allgather", "hier", agHier, kProtoSimple, true},
-    {"broadcast", "chain", bcChain, kProtoSimple, true},
-    {"broadcast", "direct", bcDirect, kProtoCma, false},
-    {"broadcast", "binomial", bcBinomial, kProtoSimple, false},
-    {"reduce", "chain", rdChain, kProtoSimple, true},
-    {"reduce", "binomial", rdBinomial, kProtoSimple, false},
-    {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true},
-    {"alltoall", "direct", a2aDirect, kProtoCma, true},
-    {"alltoall", "bruck", a2aBruck, kProtoSimple, false},
-    {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true},
-    {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true},
-    {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true},
-    {"send", "p2p", p2p, kProtoSimple | kProtoCma, true},
-    {"recv", "p2p", p2p, kProtoSimple | kProtoCma, true},
+    {"allreduce", "ring", arRing, kProtoSimple, true, false},
+    {"allreduce", "direct", arDirect, kProtoSimple, true, false},
+    {"allreduce", "tree", arTree, kProtoSimple, false, false},
+    {"allreduce", "rhd", arRhd, kProtoSimple, false, false},
+    {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false, true},
+    {"allreduce", "hier", arHier, kProtoSimple, true, false},
+    {"reducescatter", "ring", rsRing, kProtoSimple, true, false},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false},
+    {"reducescatter", "hier", rsHier, kProtoSimple, true, false},
+    {"allgather", "ring", agRing, kProtoSimple, true, false},
+    {"allgather", "direct", agDirect, kProtoCma, true, false},
+    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, false, true},
+    {"allgather", "hier", agHier, kProtoSimple, true, false},
+    {"broadcast", "chain", bcChain, kProtoSimple, true, false},
+    {"broadcast", "direct", bcDirect, kProtoCma, false, false},
+    {"broadcast", "binomial", bcBinomial, kProtoSimple, false, false},
+    {"reduce", "chain", rdChain, kProtoSimple, true, false},
+    {"reduce", "binomial", rdBinomial, kProtoSimple, false, false},
+    {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true, false},
+    {"alltoall", "direct", a2aDirect, kProtoCma, true, false},
+    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, false},
+    {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true, false},
+    {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false},
+    {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false},
+    {"send", "p2p", p2p, kProtoSimple | kProtoCma, true, false},
+    {"recv", "p2p", p2p, kProtoSimple | kProtoCma, true, false},
 };
 
 const Entry* findFormula(CollKind kind, std::string_view name) {
@@ -624,6 +669,8 @@ Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const Tun
   const int k = static_cast<int>(kind);
   const uint8_t protoAllowed = restrictions.protoRestricted[k] ? restrictions.proto[k] : 3;
   const bool singleCopyRuns = shape.canPublish || shape.nranks == 1;
+  // WEFT_TUNER_SCHED_US=0 turns the oversubscribed model off altogether.
+  const bool oversub = oversubscribed(shape) && params.schedUs > 0;
   const bool singleCopyPays = shape.canPublish && shape.nranks > 1 && bytes > 0 &&
                               perPeerBytes(kind, bytes) >= shape.directMinBytes;
 
@@ -641,8 +688,8 @@ Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const Tun
     if (cost && !std::isfinite(cost->us)) continue;  // e.g. direct allreduce over one slot
     const bool allowed = (!restrictions.algoRestricted[k] || ((restrictions.algo[k] >> i) & 1)) &&
                          (protos & protoAllowed) != 0;
-    const bool policy = e != nullptr && e->byDefault && usefulHere(*e, shape) &&
-                        (protos != kProtoCma || singleCopyPays);
+    const bool policy = e != nullptr && (e->byDefault || (e->oversub && oversub)) &&
+                        usefulHere(*e, shape) && (protos != kProtoCma || singleCopyPays);
     Candidate c;
     c.index = static_cast<int>(i);
     c.modelled = cost.has_value();
@@ -701,18 +748,32 @@ std::atomic<uint64_t> gNextTunerId{1};
 }  // namespace
 
 Tuner::Tuner(const TunerShape& shape, const TunerParams& params)
-    : shape_(shape), params_(params), id_(gNextTunerId.fetch_add(1)) {}
+    : shape_(shape), params_(params), id_(gNextTunerId.fetch_add(1)) {
+  if (oversubscribed(shape) && params.schedUs > 0)
+    WEFT_INFO(kLogTuning,
+              "oversubscribed model in use: %d ranks per host on %d CPUs, %.1f us per awaited "
+              "peer (WEFT_TUNER_SCHED_US %.1f x (1 - %d/%d)); one-partner-per-step algorithms are "
+              "candidates",
+              shape.ranksPerHost, shape.hostCpus,
+              params.schedUs * (1.0 - static_cast<double>(shape.hostCpus) / shape.ranksPerHost),
+              params.schedUs, shape.hostCpus, shape.ranksPerHost);
+}
 
 namespace {
 
-void logChoice(const TunerShape& s, CollKind kind, size_t bytes, const Choice& c) {
+void logChoice(const TunerShape& s, const TunerParams& p, CollKind kind, size_t bytes,
+               const Choice& c) {
   if (c.fellBack)
     WEFT_WARN(kLogTuning,
               "WEFT_ALGO/WEFT_PROTO allow no %s algorithm that can run %zu bytes here; using %s",
               collName(kind), bytes, c.alg ? c.alg->name : "?");
+  char over[96] = "";
+  if (oversubscribed(s) && p.schedUs > 0)
+    std::snprintf(over, sizeof(over), " (oversubscribed model, %d ranks per host on %d CPUs)",
+                  s.ranksPerHost, s.hostCpus);
   WEFT_INFO(kLogTuning,
-            "%s %zu bytes, %d ranks on %d host(s): %s proto %s chunk %zu, predicted %.2f us",
-            collName(kind), bytes, s.nranks, s.nhosts, c.alg ? c.alg->name : "?",
+            "%s %zu bytes, %d ranks on %d host(s)%s: %s proto %s chunk %zu, predicted %.2f us",
+            collName(kind), bytes, s.nranks, s.nhosts, over, c.alg ? c.alg->name : "?",
             protoName(c.proto), c.chunkBytes, c.predictedUs);
 }
 
@@ -726,7 +787,7 @@ Choice Tuner::choose(CollKind kind, size_t bytes) const {
   CacheEntry& e = cache_[h % kCacheSize];
   if (e.generation == gen && e.kind == static_cast<int>(kind) && e.bytes == bytes) return e.choice;
   const Choice c = chooseFor(kind, bytes, shape_, params_, allAlgorithms(), envRestrictions());
-  logChoice(shape_, kind, bytes, c);
+  logChoice(shape_, params_, kind, bytes, c);
   e = CacheEntry{gen, bytes, static_cast<int>(kind), c};
   return c;
 }

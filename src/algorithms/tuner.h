@@ -15,6 +15,20 @@
 // for the communicator's shape (ranks, hosts, ranks per host). Names the
 // model has no formula for are taken only when WEFT_ALGO leaves nothing else.
 //
+// Oversubscription. When a host runs more ranks than it has CPUs for them
+// (TunerShape::hostCpus < ranksPerHost), some peers are not running at any
+// moment. A rank that waits for such a peer spins (progress.cc: about
+// 2000 pause rounds, ~55 us on the 2-vCPU development host) before it
+// yields its CPU to let the peer in, so each peer a step awaits costs, on
+// average, a scheduling delay (schedUs, about half that spin) times the
+// chance the peer is not running (1 - cpus/ranks). The model adds
+// schedUs x (1 - C/R) per awaited peer to every step: algorithms that wait
+// on one partner per step for few steps (recursive doubling) then beat
+// those that wait on all peers at once (direct) or take many steps (ring)
+// at small sizes, and only then is recursive doubling a candidate without
+// WEFT_ALGO (tuner.cc says which). With enough CPUs the term is zero and
+// every choice is as before. WEFT_TUNER_SCHED_US=0 turns the model off.
+//
 // Parameters: built-in defaults (fitted so that on one host the tuner makes
 // the choices the size rules it replaced made from measurements), replaced
 // by a calibration at communicator creation (calibrate.cc) or by a cached
@@ -53,11 +67,14 @@ struct LinkParams {
 struct TunerParams {
   LinkParams link[kNumLinks];
   double reduceGbps = 0;
+  // us lost per awaited peer that is not running, on an oversubscribed host
+  // (see above); 0 turns the oversubscription term off.
+  double schedUs = 0;
 };
 
 TunerParams defaultTunerParams();
 // WEFT_TUNER_{SHM,CMA,NET}_ALPHA_US, WEFT_TUNER_{SHM,CMA,NET}_GBPS,
-// WEFT_TUNER_REDUCE_GBPS; values that do not parse or are out of range are
+// WEFT_TUNER_REDUCE_GBPS, WEFT_TUNER_SCHED_US; values that do not parse or are out of range are
 // reported and ignored.
 void applyTunerEnv(TunerParams* p);
 // Every value finite and inside the range a real machine can have.
@@ -65,7 +82,7 @@ bool tunerParamsValid(const TunerParams& p);
 
 // The calibration file: "weft-tuner 1" on the first line, then "key value"
 // lines (shm.alpha_us, shm.gbps, cma.alpha_us, cma.gbps, net.alpha_us,
-// net.gbps, reduce.gbps); '#' starts a comment. Keys missing from the file
+// net.gbps, reduce.gbps, sched.us); '#' starts a comment. Keys missing from the file
 // keep the values of `base`. Pure functions; parseTunerFile accepts any bytes
 // and returns nullopt (with a reason) for anything but a well-formed file.
 std::string formatTunerFile(const TunerParams& p);
@@ -80,7 +97,13 @@ struct TunerShape {
   bool canPublish = false;           // every peer's channel can publish (single copy)
   size_t slotBytes = 256 << 10;      // the channels' slot (largest chunk)
   size_t directMinBytes = SIZE_MAX;  // single copy from this per-peer size
+  // CPUs the ranks of the most crowded host may run on together (the union
+  // of their affinity masks, capped by a cgroup CPU quota); 0: unknown,
+  // taken as enough. Fewer than ranksPerHost: oversubscribed.
+  int hostCpus = 0;
 };
+// More ranks on a host than CPUs for them.
+bool oversubscribed(const TunerShape& shape);
 
 // One prediction: microseconds, and the chunk the algorithm should use.
 struct Cost {
@@ -161,10 +184,40 @@ bool p2pSingleCopyAllowed();
 // calibration over ctx's channels unless WEFT_TUNER_CALIBRATE=0 (written to
 // WEFT_TUNER_FILE if that is set); else the defaults; then WEFT_TUNER_*
 // overrides. Collective over ctx: every rank calls it before any collective.
-// hostOf[r] is rank r's host index.
-Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, TunerParams* out);
+// hostOf[r] is rank r's host index; shape is the communicator's, with
+// hostCpus agreed (agreeHostCpus). On an oversubscribed host the
+// calibration's ping-pong is itself a step that awaits a peer which may not
+// be running: what it measures beyond the default shm latency (the unloaded
+// hand-off) is taken as scheduling delay and sets schedUs (never below the
+// default), the shm latency keeping its default.
+Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const TunerShape& shape,
+                      TunerParams* out);
 
-// A communicator's shape from its ranks' host indices and channels.
+// A communicator's shape from its ranks' host indices and channels
+// (hostCpus unknown: agreeHostCpus fills it in).
 TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf);
+
+// CPUs this process may run on: its affinity mask (sched_getaffinity, which
+// reflects the cpuset), capped by a cgroup v2 cpu.max quota. `mask` gets
+// one bit per CPU (word i, bit j: CPU 64i+j; CPUs past the array are only
+// counted). Returns the count.
+int usableCpus(uint64_t (&mask)[16]);
+// What one rank contributes to agreeHostCpus: its mask (as usableCpus), its
+// CPU count (which may exceed the mask's 1024 bits) and its cgroup quota.
+struct CpuRecord {
+  uint64_t mask[16] = {};
+  uint32_t count = 0;  // 0: unknown
+  uint32_t quota = 0;  // CPUs, rounded up; 0: none
+};
+// Per host the union of its ranks' masks (at least the widest count),
+// capped by the smallest quota; the host with the most ranks per CPU, its
+// CPU count scaled to the most ranks on any host. 0 where nothing is known.
+int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf);
+// Per host, the CPUs its ranks may run on together: the union of their
+// masks, capped by the smallest quota. Returns the host with the most
+// ranks per CPU's count, or WEFT_TUNER_HOST_CPUS if set (rank 0's value,
+// broadcast). Collective over ctx: every rank calls it, before any
+// collective that the tuner picks.
+Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpus);
 
 }  // namespace weft

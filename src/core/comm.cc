@@ -105,11 +105,15 @@ Status initTuner(weftComm* comm) {
     for (int r = 0; r < comm->nranks; ++r) hostOf[r] = r;
   }
   comm->health.beginCollective();
+  // Ranks per host against the CPUs they may use (oversubscription): the
+  // calibration needs to know.
+  TunerShape shape = tunerShapeFor(comm->context, hostOf);
+  WEFT_RETURN_IF_ERROR(agreeHostCpus(comm->context, hostOf, &shape.hostCpus));
   TunerParams params;
-  WEFT_RETURN_IF_ERROR(tunerParamsFor(comm->context, hostOf, &params));
+  WEFT_RETURN_IF_ERROR(tunerParamsFor(comm->context, hostOf, shape, &params));
   // Nothing of the calibration may stay in TCP staging slots.
   WEFT_RETURN_IF_ERROR(comm->transport->flush([comm] { return comm->health.check(); }));
-  comm->tuner = std::make_unique<Tuner>(tunerShapeFor(comm->context, hostOf), params);
+  comm->tuner = std::make_unique<Tuner>(shape, params);
   return Status::ok();
 }
 

@@ -1,0 +1,145 @@
+// How many CPUs a host's ranks may run on together, for the tuner's
+// oversubscription term (tuner.h).
+//
+// Each rank reads its own affinity mask (sched_getaffinity: the cpuset and
+// any taskset/launcher binding) and its cgroup v2 CPU quota; the ranks
+// all-gather them, and every host's CPUs are the union of its ranks' masks,
+// capped by the smallest quota there. The union matters: a launcher that
+// binds each of 4 ranks to its own core gives every rank a 1-CPU mask, yet
+// the host is not oversubscribed; 4 ranks confined to the same 2 cores are.
+// Rank 0 then picks the worst host, applies WEFT_TUNER_HOST_CPUS and
+// broadcasts the answer, so every rank models the same shape.
+#include <sched.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/tuner.h"
+#include "base/env.h"
+#include "base/log.h"
+
+namespace weft {
+
+namespace {
+
+// cgroup v2 "cpu.max": "<quota> <period>" or "max <period>". Returns the
+// quota in CPUs rounded up, or 0 where there is none.
+int cgroupQuotaCpus() {
+  std::ifstream f("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  double period = 0;
+  if (!(f >> quota >> period) || quota == "max" || period <= 0) return 0;
+  char* end = nullptr;
+  const double q = std::strtod(quota.c_str(), &end);
+  if (end == quota.c_str() || !(q > 0)) return 0;
+  return static_cast<int>(std::min(std::ceil(q / period), 1e6));
+}
+
+}  // namespace
+
+int usableCpus(uint64_t (&mask)[16]) {
+  std::memset(mask, 0, sizeof(mask));
+  int count = 0;
+  // Up to 64K CPUs; a mask too small for the kernel fails with EINVAL.
+  for (int cpus = 1024; cpus <= 65536 && count == 0; cpus *= 4) {
+    cpu_set_t* set = CPU_ALLOC(cpus);
+    if (!set) break;
+    const size_t size = CPU_ALLOC_SIZE(cpus);
+    CPU_ZERO_S(size, set);
+    if (sched_getaffinity(0, size, set) == 0) {
+      count = CPU_COUNT_S(size, set);
+      for (int c = 0; c < 1024 && c < cpus; ++c) {
+        if (CPU_ISSET_S(c, size, set)) mask[c / 64] |= uint64_t{1} << (c % 64);
+      }
+    }
+    CPU_FREE(set);
+  }
+  if (count <= 0) return 0;
+  const int quota = cgroupQuotaCpus();
+  return quota > 0 ? std::min(count, quota) : count;
+}
+
+int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf) {
+  const int n = static_cast<int>(std::min(ranks.size(), hostOf.size()));
+  int hosts = 0;
+  for (int r = 0; r < n; ++r) hosts = std::max(hosts, hostOf[r] + 1);
+  int maxRanks = 0;
+  double worst = 0;  // ranks per CPU
+  for (int h = 0; h < hosts; ++h) {
+    // The union of the masks, the largest count seen (a mask is cut at
+    // 1024 CPUs), the smallest quota.
+    uint64_t u[16] = {};
+    int count = 0, widest = 0, quota = 0;
+    bool unknown = false;
+    for (int r = 0; r < n; ++r) {
+      if (hostOf[r] != h) continue;
+      ++count;
+      const CpuRecord& c = ranks[static_cast<size_t>(r)];
+      if (c.count == 0) unknown = true;
+      for (int w = 0; w < 16; ++w) u[w] |= c.mask[w];
+      widest = std::max(widest, static_cast<int>(c.count));
+      if (c.quota > 0)
+        quota = quota == 0 ? static_cast<int>(c.quota) : std::min(quota, static_cast<int>(c.quota));
+    }
+    if (count == 0) continue;
+    maxRanks = std::max(maxRanks, count);
+    if (unknown) continue;
+    int cpus = 0;
+    for (uint64_t w : u) cpus += std::popcount(w);
+    cpus = std::max(cpus, widest);
+    if (quota > 0) cpus = std::min(cpus, quota);
+    if (cpus <= 0) continue;
+    worst = std::max(worst, static_cast<double>(count) / cpus);
+  }
+  // The model pairs one CPU count with the most ranks on any host: the worst
+  // host's ranks per CPU, scaled to that many ranks.
+  if (worst <= 0 || maxRanks == 0) return 0;
+  return std::max(1, static_cast<int>(std::floor(maxRanks / worst + 1e-9)));
+}
+
+Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpus) {
+  const int n = ctx.nranks();
+  CpuRecord mine;
+  const int usable = usableCpus(mine.mask);
+  mine.count = static_cast<uint32_t>(std::max(usable, 0));
+  mine.quota = static_cast<uint32_t>(cgroupQuotaCpus());
+  std::vector<CpuRecord> all(static_cast<size_t>(n));
+  if (n > 1) {
+    CollArgs a;
+    a.kind = CollKind::AllGather;
+    a.send = &mine;
+    a.recv = all.data();
+    a.count = sizeof(CpuRecord);
+    a.dtype = weftUint8;
+    WEFT_RETURN_IF_ERROR(ringAllGather(ctx, a));
+  } else {
+    all[0] = mine;
+  }
+  int32_t answer = 0;
+  if (ctx.rank() == 0) {
+    answer = worstHostCpus(all, hostOf);
+    const int64_t forced = envInt("TUNER_HOST_CPUS", -1);
+    if (forced >= 0) answer = static_cast<int32_t>(std::min<int64_t>(forced, 1 << 20));
+  }
+  if (n > 1) {
+    CollArgs a;
+    a.kind = CollKind::Broadcast;
+    a.send = &answer;
+    a.recv = &answer;
+    a.count = sizeof(answer);
+    a.dtype = weftUint8;
+    a.root = 0;
+    WEFT_RETURN_IF_ERROR(chainBroadcast(ctx, a));
+  }
+  *hostCpus = std::max(answer, 0);
+  return Status::ok();
+}
+
+}  // namespace weft
