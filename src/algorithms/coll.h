@@ -77,6 +77,9 @@ class HealthMonitor {
   // Waits up to ns nanoseconds, returning early when the transport has news
   // (epoll on network sockets); plain sleep by default.
   virtual void park(long ns);
+  // True when every peer's arrivals end park() at once (all on sockets, no
+  // shared memory): a wait can then sleep in park() instead of spinning.
+  virtual bool wakesOnArrival() const { return false; }
 };
 
 // Back-off for a loop that polls channels.

@@ -132,6 +132,10 @@ void CommHealth::park(long ns) {
   comm_.transport->park(ns);
 }
 
+bool CommHealth::wakesOnArrival() const {
+  return comm_.transport->allPeersOnSockets();
+}
+
 void CommHealth::beginCollective(const std::atomic<int64_t>* workDeadline) {
   // The clock is first read by check(), which runs only once a collective
   // has spun for a while: a collective that finishes fast reads no clock.

@@ -33,6 +33,7 @@ class CommHealth final : public HealthMonitor {
   Status check() override;
   bool poll() override;
   void park(long ns) override;
+  bool wakesOnArrival() const override;
   // workDeadline: the work handle's own deadline, if any (Task::deadline).
   void beginCollective(const std::atomic<int64_t>* workDeadline = nullptr);
 

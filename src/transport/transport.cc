@@ -79,8 +79,10 @@ Status Transports::create(Bootstrap& bootstrap, std::unique_ptr<Transports>* out
     WEFT_RETURN_IF_ERROR(TcpTransport::create(bootstrap, TcpOptions::fromEnv(t->slotBytes_),
                                               t->onTcp_, at, &t->tcp_));
   }
+  t->allTcp_ = t->tcp_ != nullptr;
   for (int p = 0; p < nranks; ++p) {
     if (p == rank) continue;
+    if (onShm[p]) t->allTcp_ = false;
     if (onShm[p]) {
       t->send_[p] = &t->shm_->sendTo(p);
       t->recv_[p] = &t->shm_->recvFrom(p);

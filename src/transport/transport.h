@@ -60,6 +60,8 @@ class Transports {
   bool poll() { return tcp_ && tcp_->progress(); }
   // Waits up to ns for network activity (epoll), or sleeps without TCP peers.
   void park(long ns);
+  // Every peer is on TCP: park() ends as soon as anything arrives.
+  bool allPeersOnSockets() const { return allTcp_; }
   // Waits until everything committed to TCP channels is handed to the
   // kernel (a collective must not return with bytes only in staging slots:
   // nobody would send them). `check` is asked while nothing moves.
@@ -76,6 +78,7 @@ class Transports {
   size_t slotBytes_ = 0;
   std::vector<int> pids_;
   std::vector<bool> onTcp_;
+  bool allTcp_ = false;  // every peer of this rank is on TCP
   std::unique_ptr<ShmTransport> shm_;
   std::unique_ptr<TcpTransport> tcp_;
   std::vector<SendChannel*> send_;

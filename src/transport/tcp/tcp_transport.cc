@@ -203,7 +203,12 @@ TcpRecvChannel::TcpRecvChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions&
 const void* TcpRecvChannel::tryPeek(size_t* bytes) {
   stalled_ = false;
   if (!filled(tail_)) {
-    progressSocket(static_cast<uint32_t>(tail_ % nsocks_));
+    // A socket the last read found empty is read again once epoll reports
+    // it (TcpTransport::progress, every idle round): a waiting rank then
+    // makes one epoll_wait per round instead of a failed recv as well, and
+    // never takes the socket's lock while the sender's data is being queued.
+    const uint32_t k = static_cast<uint32_t>(tail_ % nsocks_);
+    if (!socks_[k].drained) progressSocket(k);
     stalled_ = !filled(tail_);
     if (stalled_) return nullptr;
   }
@@ -292,12 +297,16 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
           pull(s, fd, reinterpret_cast<char*>(s.header) + s.got, sizeof s.header - s.got, true);
       if (n <= 0) {
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          s.drained = true;
+          break;
+        }
         s.ended = true;
         t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
         return moved;
       }
       moved = true;
+      s.drained = false;
       s.got += static_cast<size_t>(n);
       if (s.got < sizeof s.header) continue;
       tcp::FrameHeader h;
@@ -321,12 +330,16 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
       const ssize_t n = pull(s, fd, s.dest + s.got, s.payload - s.got, false);
       if (n <= 0) {
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          s.drained = true;
+          break;
+        }
         s.ended = true;
         t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
         return moved;
       }
       moved = true;
+      s.drained = false;
       s.got += static_cast<size_t>(n);
       if (s.got < s.payload) continue;
     }

@@ -135,6 +135,7 @@ class TcpRecvChannel final : public RecvChannel {
     char* dest = nullptr;        // where the payload being read goes
     bool ended = false;          // EOF or error: nothing more comes on it
     bool paused = false;         // out of the epoll set while its slots are full
+    bool drained = false;        // the last read found it empty: epoll says when to read
     std::array<char, 4096> pre;  // bytes read ahead of the frame being parsed
     size_t preOff = 0, preLen = 0;
   };
