@@ -313,7 +313,6 @@ TEST(CompressedAllReduce, AsyncCallsRunInOrderAndMatchTheModel) {
   });
 }
 
-
 // The C call on a stream is queued: it returns while a peer has not called
 // yet (so it cannot be done), the stream reports it in progress, and
 // weftStreamSynchronize completes it with the model's result. Two steps on

@@ -13,7 +13,6 @@
 #include "core/validate.h"
 #include "weft/weft.h"
 
-
 namespace weft {
 namespace {
 
