@@ -14,6 +14,7 @@
 #include "compression/compressor.h"
 #include "compression/local_group.h"
 #include "compression/params.h"
+#include "harness/data.h"
 #include "harness/multirank.h"
 #include "weft/weft.hpp"
 
@@ -21,13 +22,7 @@ namespace {
 
 using weft::test::runRanks;
 
-std::vector<float> gaussian(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
+using weft::test::gaussian;
 
 // The in-process model's result for `steps` calls (rank 0's view).
 std::vector<std::vector<float>> modelResults(const std::string& spec, int n, size_t count,

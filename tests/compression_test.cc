@@ -18,17 +18,12 @@
 #include "compression/params.h"
 #include "compression/powersgd_kernels.h"
 #include "compression/rng.h"
+#include "harness/data.h"
 
 namespace weft::compression {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
+using weft::test::gaussian;
 
 std::unique_ptr<Compressor> make(const std::string& spec) {
   weftCompressKind_t kind;

@@ -16,19 +16,14 @@
 #include "compression/local_group.h"
 #include "compression/params.h"
 #include "compression/workers.h"
+#include "harness/data.h"
 #include "harness/multirank.h"
 #include "weft/weft.h"
 
 namespace weft::compression {
 namespace {
 
-std::vector<float> gaussian(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
+using weft::test::gaussian;
 
 TEST(CompressionWorkers, EveryPartRunsOnce) {
   for (int threads : {1, 2, 3, 5}) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "base/dtype.h"
 
@@ -281,6 +282,14 @@ bool GuardedBuffer::guardsIntact() const {
     if (storage_[p] != patternByte(p)) return false;
   }
   return true;
+}
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float scale) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
 }
 
 }  // namespace weft::test

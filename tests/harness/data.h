@@ -31,6 +31,10 @@ const std::vector<OpKind>& allOpKinds();
 std::string opStr(OpKind k);
 inline constexpr double kPreMulScalar = 2.0;
 
+// n normally distributed floats (mean 0, standard deviation `scale`) from
+// a fixed seed: gradients for the compression tests.
+std::vector<float> gaussian(size_t n, uint32_t seed, float scale = 1.0f);
+
 // The value rank `rank` contributes at element i (salt varies the pattern).
 // Sums of up to 8 such values (times the PreMulSum scalar) are exact in dt.
 double inputValue(weftDataType_t dt, OpKind op, int rank, size_t i, uint64_t salt = 0);
