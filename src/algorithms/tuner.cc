@@ -245,6 +245,10 @@ struct Model {
   // the chance that a peer is not running, 1 - cpus/ranks; 0 with enough
   // CPUs.
   double wait;
+  // How much slower a rank copies and reduces than a rank with a CPU of its
+  // own: ranks / CPUs on an oversubscribed host (each runs that share of
+  // the time), else 1. Only with the oversubscription term on.
+  double slow;
   Model(const TunerShape& shape, const TunerParams& params)
       : s(shape),
         p(params),
@@ -253,14 +257,17 @@ struct Model {
         ppn(std::max(shape.ranksPerHost, 1)),
         wait(oversubscribed(shape)
                  ? params.schedUs * (1.0 - static_cast<double>(shape.hostCpus) / ppn)
-                 : 0.0) {}
+                 : 0.0),
+        slow(wait > 0 ? static_cast<double>(ppn) / shape.hostCpus : 1.0) {}
 
   double alpha(LinkClass l) const { return p.link[static_cast<int>(l)].alphaUs; }
   // One step over l that waits for `peers` peers.
   double step(LinkClass l, double peers = 1) const { return alpha(l) + peers * wait; }
-  // us per byte
-  double beta(LinkClass l) const { return 1e-3 / p.link[static_cast<int>(l)].gbps; }
-  double gamma() const { return 1e-3 / p.reduceGbps; }
+  // us per byte; the network's share is the NIC's, not the CPU's.
+  double beta(LinkClass l) const {
+    return 1e-3 / p.link[static_cast<int>(l)].gbps * (l == LinkClass::Net ? 1.0 : slow);
+  }
+  double gamma() const { return 1e-3 / p.reduceGbps * slow; }
   // The link a flat algorithm's steps wait for.
   LinkClass flat() const { return h > 1 ? LinkClass::Net : LinkClass::Shm; }
   // Bytes a rank both sends and receives in one step: on shm it copies both.

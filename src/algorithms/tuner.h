@@ -28,6 +28,11 @@
 // at small sizes, and only then is recursive doubling a candidate without
 // WEFT_ALGO (tuner.cc says which). With enough CPUs the term is zero and
 // every choice is as before. WEFT_TUNER_SCHED_US=0 turns the model off.
+// A rank that runs C/R of the time also copies and reduces at C/R of a
+// core's speed: the shm and single-copy byte costs and the reduction cost
+// are scaled by R/C (the network's is the NIC's and is not), which puts the
+// switch from recursive doubling to the ring between 256 KiB and 2 MiB at 4
+// ranks on 2 CPUs, where forced runs put it.
 //
 // Parameters: built-in defaults (fitted so that on one host the tuner makes
 // the choices the size rules it replaced made from measurements), replaced
