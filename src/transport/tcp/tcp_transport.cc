@@ -22,9 +22,9 @@ namespace weft {
 namespace {
 
 constexpr int kListenerRef = 0;
-constexpr int kRecvRef = 1;
+constexpr int kDataRef = 1;
 constexpr int kCtrlInRef = 2;
-constexpr int kSendRef = 3;
+constexpr int kCtrlOutRef = 3;
 // A connection that has not said hello within this long is dropped.
 constexpr int kHelloTimeoutMs = 5000;
 
@@ -133,7 +133,7 @@ bool TcpSendChannel::progress() {
     // Nothing will be written: stop asking epoll for writability, which
     // would otherwise report the socket ready on every poll.
     for (uint32_t k = 0; k < nsocks_; ++k) {
-      if (socks_[k].armed && !peer_.stopped()) t_.setInterest(peer_.sendFds[k], 0);
+      if (socks_[k].armed && !peer_.stopped()) t_.wantWritable(peer_.dataFds[k], false);
       socks_[k].armed = false;
     }
     return false;
@@ -157,12 +157,12 @@ bool TcpSendChannel::progress() {
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = n;
-      const ssize_t sent = ::sendmsg(peer_.sendFds[k], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t sent = ::sendmsg(peer_.dataFds[k], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (sent < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
           if (!s.armed) {
-            t_.setInterest(peer_.sendFds[k], EPOLLOUT);
+            t_.wantWritable(peer_.dataFds[k], true);
             s.armed = true;
           }
           break;
@@ -178,7 +178,7 @@ bool TcpSendChannel::progress() {
       }
     }
     if (s.nextSeq >= head_ && s.armed) {
-      t_.setInterest(peer_.sendFds[k], 0);
+      t_.wantWritable(peer_.dataFds[k], false);
       s.armed = false;
     }
   }
@@ -253,7 +253,7 @@ void TcpRecvChannel::release() {
     Sock& s = socks_[k];
     if (s.paused && s.nextSeq < tail_ + nslots_) {
       s.paused = false;
-      t_.setInterest(peer_.recvFds[k], EPOLLIN);
+      t_.wantReadable(peer_.dataFds[k], true);
     }
   }
 }
@@ -288,7 +288,7 @@ ssize_t TcpRecvChannel::pull(Sock& s, int fd, char* to, size_t want, bool header
 bool TcpRecvChannel::progressSocket(uint32_t k) {
   Sock& s = socks_[k];
   if (peer_.malformed || s.ended) return false;
-  const int fd = peer_.recvFds[k];
+  const int fd = peer_.dataFds[k];
   bool moved = false;
   while (s.nextSeq < tail_ + nslots_) {
     char* slot = buf_.get() + (s.nextSeq % nslots_) * slotBytes_;
@@ -350,7 +350,7 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
   }
   if (s.nextSeq >= tail_ + nslots_ && !s.paused && !s.ended) {
     s.paused = true;
-    t_.setInterest(fd, 0);
+    t_.wantReadable(fd, false);
   }
   return moved;
 }
@@ -394,20 +394,21 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
   for (int p = 0; p < nranks; ++p) {
     if (p == rank || !remote[p]) continue;
     t->peers_[p].rank = p;
-    t->peers_[p].sendFds.assign(options.nsocks, -1);
-    t->peers_[p].recvFds.assign(options.nsocks, -1);
-    expected += static_cast<int>(options.nsocks) + 1;
+    t->peers_[p].dataFds.assign(options.nsocks, -1);
+    // Its control socket, and its data sockets if it is the lower rank.
+    expected += 1 + (p < rank ? static_cast<int>(options.nsocks) : 0);
   }
 
   // Step 2: open our outgoing sockets (the peer's kernel queues them until
-  // its accept loop below takes them).
+  // its accept loop below takes them): a control socket to every peer, and
+  // the data sockets to every higher rank.
   const auto deadline = net::Clock::now() + std::chrono::milliseconds(bootstrapTimeoutMs());
   st = Status::ok();
   for (int p = 0; p < nranks && st.isOk(); ++p) {
     TcpPeer& peer = t->peers_[p];
     if (peer.rank < 0) continue;
     const net::SockAddr to = addrFrom(addrs[p].bytes, addrs[p].len);
-    for (uint32_t k = 0; k <= options.nsocks && st.isOk(); ++k) {
+    for (uint32_t k = p > rank ? 0 : options.nsocks; k <= options.nsocks && st.isOk(); ++k) {
       net::Socket s;
       st = net::connectWithRetry(to, deadline, &s);
       if (!st.isOk()) break;
@@ -426,7 +427,7 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
       if (!st.isOk()) break;
       const int fd = dup(s.fd());
       if (k < options.nsocks) {
-        peer.sendFds[k] = fd;
+        peer.dataFds[k] = fd;
       } else {
         peer.ctrlOut = fd;
       }
@@ -492,11 +493,13 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
         TcpPeer* peer = hs.isOk() ? &t->peers_[h.fromRank] : nullptr;
         if (hs.isOk() && peer->rank < 0)
           hs = makeError(weftRemoteError, "rank %d is not reached over TCP", h.fromRank);
+        const bool data = h.kind == static_cast<uint16_t>(tcp::ConnKind::kData);
+        if (hs.isOk() && data && h.fromRank > rank)
+          hs = makeError(weftRemoteError,
+                         "rank %d opened a data socket, but the lower rank of a pair opens them",
+                         h.fromRank);
         int* slot = nullptr;
-        if (hs.isOk())
-          slot = h.kind == static_cast<uint16_t>(tcp::ConnKind::kData)
-                     ? &peer->recvFds[h.socketIndex]
-                     : &peer->ctrlIn;
+        if (hs.isOk()) slot = data ? &peer->dataFds[h.socketIndex] : &peer->ctrlIn;
         if (hs.isOk() && *slot >= 0)
           hs = makeError(weftRemoteError, "a second connection for the same socket of rank %d",
                          h.fromRank);
@@ -530,8 +533,12 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
     epoll_event ev{};
     ev.events = events;
     ev.data.u64 = t->fdRefs_.size();
-    if (static_cast<size_t>(fd) >= t->refOfFd_.size()) t->refOfFd_.resize(fd + 1);
+    if (static_cast<size_t>(fd) >= t->refOfFd_.size()) {
+      t->refOfFd_.resize(fd + 1);
+      t->interest_.resize(fd + 1);
+    }
     t->refOfFd_[fd] = t->fdRefs_.size();
+    t->interest_[fd] = events;
     t->fdRefs_.push_back({kind, peer, index});
     epoll_ctl(t->epfd_, EPOLL_CTL_ADD, fd, &ev);
   };
@@ -542,12 +549,11 @@ Status TcpTransport::create(Bootstrap& bootstrap, const TcpOptions& options,
   for (int p = 0; p < nranks; ++p) {
     TcpPeer& peer = t->peers_[p];
     if (peer.rank < 0) continue;
-    for (uint32_t k = 0; k < options.nsocks; ++k) {
-      watch(peer.recvFds[k], EPOLLIN, kRecvRef, p, k);
-      watch(peer.sendFds[k], 0, kSendRef, p, k);  // EPOLLOUT armed while blocked
-    }
+    // Readable while the receive channel has free slots; writable is asked
+    // for only while a send is blocked.
+    for (uint32_t k = 0; k < options.nsocks; ++k) watch(peer.dataFds[k], EPOLLIN, kDataRef, p, k);
     watch(peer.ctrlIn, EPOLLIN | EPOLLRDHUP, kCtrlInRef, p, 0);
-    watch(peer.ctrlOut, 0, kSendRef, p, UINT32_MAX);
+    watch(peer.ctrlOut, 0, kCtrlOutRef, p, 0);
     t->send_[p] = std::make_unique<TcpSendChannel>(*t, peer, options);
     t->recv_[p] = std::make_unique<TcpRecvChannel>(*t, peer, options);
     if (!t->send_[p]->ok() || !t->recv_[p]->ok())
@@ -568,18 +574,35 @@ TcpTransport::~TcpTransport() {
   send_.clear();
   recv_.clear();
   for (TcpPeer& p : peers_) {
-    for (int fd : p.sendFds)
-      if (fd >= 0) ::close(fd);
-    for (int fd : p.recvFds)
-      if (fd >= 0) ::close(fd);
+    for (int fd : p.dataFds) {
+      if (fd < 0) continue;
+      // Closing a socket with unread bytes resets the connection, and a
+      // reset discards what this rank sent that the peer has not read yet:
+      // read what is left first, so the peer gets a normal end of stream.
+      char sink[4096];
+      while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+      }
+      ::close(fd);
+    }
     if (p.ctrlIn >= 0) ::close(p.ctrlIn);
     if (p.ctrlOut >= 0) ::close(p.ctrlOut);
   }
   if (epfd_ >= 0) ::close(epfd_);
 }
 
-void TcpTransport::setInterest(int fd, uint32_t events) {
+void TcpTransport::wantReadable(int fd, bool on) {
+  setInterestBit(fd, EPOLLIN, on);
+}
+
+void TcpTransport::wantWritable(int fd, bool on) {
+  setInterestBit(fd, EPOLLOUT, on);
+}
+
+void TcpTransport::setInterestBit(int fd, uint32_t bit, bool on) {
   if (fd < 0 || static_cast<size_t>(fd) >= refOfFd_.size()) return;
+  const uint32_t events = on ? interest_[fd] | bit : interest_[fd] & ~bit;
+  if (events == interest_[fd]) return;
+  interest_[fd] = events;
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = refOfFd_[fd];
@@ -597,8 +620,7 @@ void TcpTransport::unwatch(TcpPeer& peer, bool data, bool control) {
   // Ended sockets stay readable (EOF) forever: take them out of the epoll
   // set, or every wait would return at once.
   if (data) {
-    for (int fd : peer.recvFds) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
-    for (int fd : peer.sendFds) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+    for (int fd : peer.dataFds) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
   }
   if (control) {
     epoll_ctl(epfd_, EPOLL_CTL_DEL, peer.ctrlIn, nullptr);
@@ -672,20 +694,20 @@ void TcpTransport::handleEvents(const epoll_event* events, int n) {
       continue;
     }
     TcpPeer& peer = peers_[r.peer];
-    if (r.kind == kRecvRef) {
-      // A full receive FIFO leaves the socket readable; it is read once the
-      // algorithm releases a slot.
-      recv_[r.peer]->progressSocket(r.index);
+    const uint32_t ev = events[i].events;
+    if (r.kind == kDataRef) {
+      // A full receive FIFO takes the socket out of the readable set; it is
+      // read again once the algorithm releases a slot.
+      const bool failed = (ev & (EPOLLERR | EPOLLHUP)) != 0;
+      if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) recv_[r.peer]->progressSocket(r.index);
+      if (ev & EPOLLOUT) send_[r.peer]->progress();
+      // An error the read could not take (its slots are full) ends the
+      // peer's data sockets, or epoll would report it on every wait.
+      if (failed && !recv_[r.peer]->socketEnded(r.index)) dataEnded(peer, "connection reset");
     } else if (r.kind == kCtrlInRef) {
       readControl(peer);
-    } else if (events[i].events & (EPOLLERR | EPOLLHUP)) {
-      if (r.index == UINT32_MAX) {
-        readControl(peer);
-      } else {
-        dataEnded(peer, "connection reset");
-      }
-    } else if (events[i].events & EPOLLOUT) {
-      send_[r.peer]->progress();
+    } else if (ev & (EPOLLERR | EPOLLHUP)) {
+      readControl(peer);  // our control socket to it failed
     }
   }
 }

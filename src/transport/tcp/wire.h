@@ -3,10 +3,12 @@
 // never trusts a length or an index: the fuzz target tests/fuzz/
 // fuzz_tcp_header.cc feeds it arbitrary bytes.
 //
-// A connection starts with a Hello from the connecting (sending) rank:
+// A connection starts with a Hello from the connecting rank (for data
+// sockets the lower rank of the pair; for control sockets the sender):
 // magic, version, the kind of connection (data socket k, or control), the
 // two ranks, and a token derived from the communicator's secret. After it:
-//  - a data socket carries frames { FrameHeader, payload } in one direction;
+//  - a data socket carries frames { FrameHeader, payload } in each direction,
+//    the two directions independent;
 //    slot number s of the channel travels on socket s % nsocks, so each
 //    socket's sequence numbers step by nsocks;
 //  - the control socket carries payload-less frames: kAbort (the sender
@@ -23,7 +25,7 @@ namespace weft::tcp {
 
 constexpr uint32_t kHelloMagic = 0x6c6c6568;  // "hell"
 constexpr uint32_t kFrameMagic = 0x6d617266;  // "fram"
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;          // 2: data sockets carry both directions
 
 enum class ConnKind : uint16_t { kData = 1, kControl = 2 };
 enum class FrameType : uint16_t { kData = 1, kAbort = 2, kClose = 3 };
