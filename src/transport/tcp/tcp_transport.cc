@@ -56,7 +56,7 @@ TcpOptions TcpOptions::fromEnv(size_t slotBytes) {
   const int64_t perThread = std::clamp<int64_t>(envInt("NSOCKS_PERTHREAD", 2), 1, 64);
   const int64_t threads = std::clamp<int64_t>(envInt("SOCKET_NTHREADS", 1), 1, 16);
   o.nsocks = static_cast<uint32_t>(std::clamp<int64_t>(perThread * threads, 1, 64));
-  o.slots = static_cast<uint32_t>(std::clamp<int64_t>(envInt("TCP_SLOTS", 8), 2, 256));
+  o.slots = static_cast<uint32_t>(std::clamp<int64_t>(envInt("TCP_SLOTS", 16), 2, 256));
   o.slots = std::max(o.slots, 2 * o.nsocks);
   o.slotBytes = slotBytes;
   o.bufBytes = static_cast<int>(std::min<uint64_t>(envBytes("SOCKET_BUF_BYTES", 0), 1u << 30));
