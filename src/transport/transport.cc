@@ -82,8 +82,8 @@ Status Transports::create(Bootstrap& bootstrap, std::unique_ptr<Transports>* out
   t->allTcp_ = t->tcp_ != nullptr;
   for (int p = 0; p < nranks; ++p) {
     if (p == rank) continue;
-    if (onShm[p]) t->allTcp_ = false;
     if (onShm[p]) {
+      t->allTcp_ = false;
       t->send_[p] = &t->shm_->sendTo(p);
       t->recv_[p] = &t->shm_->recvFrom(p);
     } else {
