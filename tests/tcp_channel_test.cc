@@ -1,8 +1,9 @@
-// The TCP channels' fewer-copies paths, driven directly on a live
-// two-rank communicator over loopback: commitFrom() sends the caller's bytes,
-// land() puts a payload straight into place, a payload larger than the named
-// space stays in the slot, and clearLandings() stops all writes to named
-// addresses. The collectives built on these run in tcp.* and netns_test.
+// The TCP channels, driven directly on a live two-rank communicator over
+// loopback: commitFrom() sends the caller's bytes, land() puts a payload
+// straight into place, a payload larger than the named space stays in the
+// slot, clearLandings() stops all writes to named addresses, and chunks that
+// go out on whichever socket has the least waiting still arrive in order.
+// The collectives built on these run in tcp.* and netns_test.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "core/comm.h"
 #include "harness/multirank.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace weft {
 namespace {
@@ -129,6 +131,67 @@ TEST(TcpChannel, ClearedLandingsAreNeverWritten) {
         test::rankBarrier(comm);
       },
       overTcp());
+}
+
+// Every third chunk is large and the others small, so taking turns would
+// put every large one on the same one of 3 sockets; with socket buffers
+// smaller than a chunk, and the receiver reading only once every slot of the
+// sender waits, that socket's queue grows and chunks go to the others
+// instead. The receiver must still get every chunk in order, whichever
+// socket brought it.
+TEST(TcpChannel, ChunksOnTheLeastBusySocketArriveInOrder) {
+  constexpr size_t kBig = 256 << 10;
+  constexpr int kChunks = 200;
+  // Sizes differ from chunk to chunk, so a frame put in the wrong place shows.
+  auto chunkBytes = [](int m) { return m % 3 == 0 ? kBig : 1000 + static_cast<size_t>(m); };
+  test::RunOptions opts = overTcp();
+  opts.env.push_back({"WEFT_SOCKET_BUF_BYTES", "65536"});
+  opts.env.push_back({"WEFT_NSOCKS_PERTHREAD", "3"});
+  opts.env.push_back({"WEFT_SHM_SLOT_BYTES", std::to_string(kBig)});
+  test::RankSignal blocked;
+  test::runRanks(
+      2,
+      [&](weftComm_t comm, int rank, int) {
+        if (rank == 0) {
+          SendChannel& tx = comm->transport->sendTo(1);
+          RANK_ASSERT(tx.slotBytes() == kBig);
+          bool started = false;
+          for (int m = 0; m < kChunks; ++m) {
+            const size_t bytes = chunkBytes(m);
+            const std::vector<char> data = pattern(bytes, m);
+            void* slot = tx.tryAcquire();
+            if (slot == nullptr) {
+              // Every slot waits for the kernel: let the receiver start.
+              if (!started) blocked.post();
+              started = true;
+              slot = acquireWait(comm, tx);
+            }
+            std::memcpy(slot, data.data(), bytes);
+            tx.commit(bytes);
+          }
+          if (!started) blocked.post();
+          RANK_CHECK_OK(comm->transport->flush([] { return Status::ok(); }).code());
+          auto* tcp = dynamic_cast<TcpSendChannel*>(&tx);
+          RANK_ASSERT(tcp != nullptr);
+          RANK_EXPECT(tcp->chunksOffTurn() > 0)
+              << "every chunk went out in turn: the test did not exercise uneven sockets";
+        } else {
+          RecvChannel& rx = comm->transport->recvFrom(0);
+          blocked.wait();
+          for (int m = 0; m < kChunks; ++m) {
+            size_t bytes = 0;
+            const void* d = peekWait(comm, rx, &bytes);
+            const size_t want = chunkBytes(m);
+            RANK_ASSERT(bytes == want) << "chunk " << m << ": " << bytes << " bytes";
+            RANK_ASSERT(std::memcmp(d, pattern(want, m).data(), want) == 0)
+                << "chunk " << m << " holds another chunk's bytes";
+            rx.release();
+          }
+          comm->transport->endCollective();
+        }
+        test::rankBarrier(comm);
+      },
+      opts);
 }
 
 }  // namespace

@@ -74,14 +74,9 @@ TcpSendChannel::TcpSendChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions&
       buf_(new (std::nothrow) char[o.slots * o.slotBytes]),
       headers_(o.slots),
       payload_(o.slots, nullptr),
+      unsent_(o.slots, 0),
       socks_(o.nsocks) {
-  for (uint32_t k = 0; k < nsocks_; ++k) socks_[k].nextSeq = k;
-}
-
-bool TcpSendChannel::slotFree(uint64_t seq) const {
-  if (seq < nslots_) return true;
-  const uint64_t prev = seq - nslots_;  // the slot's last use
-  return socks_[prev % nsocks_].nextSeq > prev;
+  for (Sock& s : socks_) s.queued.assign(nslots_, 0);
 }
 
 void* TcpSendChannel::tryAcquire() {
@@ -110,13 +105,25 @@ void TcpSendChannel::queue(size_t bytes, const char* src) {
   h.type = static_cast<uint16_t>(tcp::FrameType::kData);
   h.seq = head_;
   h.bytes = bytes;
+  unsent_[head_ % nslots_] = 1;
+  // The socket with the fewest chunks the kernel has not taken yet.
+  uint32_t pick = nextSock_;
+  for (uint32_t i = 1; i < nsocks_; ++i) {
+    const uint32_t k = (nextSock_ + i) % nsocks_;
+    if (socks_[k].count < socks_[pick].count) pick = k;
+  }
+  if (pick != nextSock_) ++offTurn_;
+  nextSock_ = (pick + 1) % nsocks_;
+  Sock& s = socks_[pick];
+  s.queued[(s.first + s.count) % nslots_] = head_;
+  ++s.count;
   ++head_;
   progress();
 }
 
 bool TcpSendChannel::pending() const {
   for (const Sock& s : socks_)
-    if (s.nextSeq < head_) return true;
+    if (s.count > 0) return true;
   return false;
 }
 
@@ -141,8 +148,8 @@ bool TcpSendChannel::progress() {
   bool moved = false;
   for (uint32_t k = 0; k < nsocks_; ++k) {
     Sock& s = socks_[k];
-    while (s.nextSeq < head_) {
-      const uint32_t slot = static_cast<uint32_t>(s.nextSeq % nslots_);
+    while (s.count > 0) {
+      const uint32_t slot = static_cast<uint32_t>(s.queued[s.first] % nslots_);
       const tcp::FrameHeader& h = headers_[slot];
       const size_t total = sizeof h + h.bytes;
       iovec iov[2];
@@ -174,10 +181,12 @@ bool TcpSendChannel::progress() {
       s.offset += static_cast<size_t>(sent);
       if (s.offset == total) {
         s.offset = 0;
-        s.nextSeq += nsocks_;
+        unsent_[slot] = 0;
+        s.first = (s.first + 1) % nslots_;
+        --s.count;
       }
     }
-    if (s.nextSeq >= head_ && s.armed) {
+    if (s.count == 0 && s.armed) {
       t_.wantWritable(peer_.dataFds[k], false);
       s.armed = false;
     }
@@ -196,19 +205,22 @@ TcpRecvChannel::TcpRecvChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions&
       buf_(new (std::nothrow) char[o.slots * o.slotBytes]),
       bytes_(o.slots),
       landedAt_(o.slots, nullptr),
-      socks_(o.nsocks) {
-  for (uint32_t k = 0; k < nsocks_; ++k) socks_[k].nextSeq = k;
-}
+      // No slot number is claimed or complete yet: the first use of slot i
+      // is slot number i.
+      claimed_(o.slots, UINT64_MAX),
+      complete_(o.slots, UINT64_MAX),
+      socks_(o.nsocks) {}
 
 const void* TcpRecvChannel::tryPeek(size_t* bytes) {
   stalled_ = false;
   if (!filled(tail_)) {
-    // A socket the last read found empty is read again once epoll reports
-    // it (TcpTransport::progress, every idle round): a waiting rank then
-    // makes one epoll_wait per round instead of a failed recv as well, and
-    // never takes the socket's lock while the sender's data is being queued.
-    const uint32_t k = static_cast<uint32_t>(tail_ % nsocks_);
-    if (!socks_[k].drained) progressSocket(k);
+    // Any socket may carry the next chunk. A socket the last read found
+    // empty is read again once epoll reports it (TcpTransport::progress,
+    // every idle round): a waiting rank then makes one epoll_wait per round
+    // instead of failed recvs as well, and never takes a socket's lock while
+    // the sender's data is being queued.
+    for (uint32_t k = 0; k < nsocks_ && !filled(tail_); ++k)
+      if (!socks_[k].drained) progressSocket(k);
     stalled_ = !filled(tail_);
     if (stalled_) return nullptr;
   }
@@ -231,7 +243,7 @@ void TcpRecvChannel::clearLandings() {
   // on its way to a named address finishes in the slot instead, so nothing
   // is written to the caller's memory after this.
   for (Sock& s : socks_) {
-    const uint32_t slot = static_cast<uint32_t>(s.nextSeq % nslots_);
+    const uint32_t slot = static_cast<uint32_t>(s.seq % nslots_);
     if (s.inPayload && s.dest != nullptr && landedAt_[slot] != nullptr) {
       char* inSlot = buf_.get() + slot * slotBytes_;
       s.dest = inSlot;
@@ -247,11 +259,12 @@ void TcpRecvChannel::release() {
   landedAt_[tail_ % nslots_] = nullptr;
   if (!landings_.empty()) landings_.pop_front();
   ++tail_;
-  // A socket whose slots were all full was taken out of the epoll set (it
-  // stays readable, which would end every wait at once): it can read again.
+  // A socket whose next frame's slot was taken was taken out of the epoll
+  // set (it stays readable, which would end every wait at once): once that
+  // slot is free it can read again.
   for (uint32_t k = 0; k < nsocks_; ++k) {
     Sock& s = socks_[k];
-    if (s.paused && s.nextSeq < tail_ + nslots_) {
+    if (s.paused && s.seq < tail_ + nslots_) {
       s.paused = false;
       t_.wantReadable(peer_.dataFds[k], true);
     }
@@ -290,52 +303,74 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
   if (peer_.malformed || s.ended) return false;
   const int fd = peer_.dataFds[k];
   bool moved = false;
-  while (s.nextSeq < tail_ + nslots_) {
-    char* slot = buf_.get() + (s.nextSeq % nslots_) * slotBytes_;
+  auto endOrWait = [&](ssize_t n) {
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      s.drained = true;
+      return;
+    }
+    s.ended = true;
+    t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
+  };
+  for (;;) {
     if (!s.inPayload) {
-      const ssize_t n =
-          pull(s, fd, reinterpret_cast<char*>(s.header) + s.got, sizeof s.header - s.got, true);
-      if (n <= 0) {
+      if (!s.haveHeader) {
+        const ssize_t n =
+            pull(s, fd, reinterpret_cast<char*>(s.header) + s.got, sizeof s.header - s.got, true);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-          s.drained = true;
-          break;
+        if (n <= 0) {
+          endOrWait(n);
+          return moved;
         }
-        s.ended = true;
-        t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
+        moved = true;
+        s.drained = false;
+        s.got += static_cast<size_t>(n);
+        if (s.got < sizeof s.header) continue;
+        tcp::FrameHeader h;
+        Status st = tcp::parseDataHeader(s.header, sizeof s.header, s.minSeq, slotBytes_, &h);
+        if (st.isOk() && h.seq < tail_)
+          st = makeError(weftRemoteError, "data frame %llu arrived again after it was used",
+                         static_cast<unsigned long long>(h.seq));
+        if (!st.isOk()) {
+          t_.malformed(peer_, "malformed data from the peer: " + st.message());
+          return moved;
+        }
+        s.seq = h.seq;
+        s.minSeq = h.seq + 1;
+        s.payload = h.bytes;
+        s.got = 0;
+        s.haveHeader = true;
+      }
+      // Its slot still holds an unreleased chunk: wait for release().
+      if (s.seq >= tail_ + nslots_) {
+        if (!s.paused) {
+          s.paused = true;
+          t_.wantReadable(fd, false);
+        }
         return moved;
       }
-      moved = true;
-      s.drained = false;
-      s.got += static_cast<size_t>(n);
-      if (s.got < sizeof s.header) continue;
-      tcp::FrameHeader h;
-      Status st = tcp::parseDataHeader(s.header, sizeof s.header, s.nextSeq, slotBytes_, &h);
-      if (!st.isOk()) {
-        t_.malformed(peer_, "malformed data from the peer: " + st.message());
+      const uint32_t slotIndex = static_cast<uint32_t>(s.seq % nslots_);
+      if (claimed_[slotIndex] == s.seq) {
+        t_.malformed(peer_, "malformed data from the peer: data frame " + std::to_string(s.seq) +
+                                " arrived on two sockets");
         return moved;
       }
-      s.payload = h.bytes;
-      s.got = 0;
+      claimed_[slotIndex] = s.seq;
+      s.haveHeader = false;
       s.inPayload = true;
+      char* slot = buf_.get() + slotIndex * slotBytes_;
       s.dest = slot;
-      const uint64_t named = s.nextSeq - tail_;
+      const uint64_t named = s.seq - tail_;
       if (named < landings_.size()) {
         const Landing& l = landings_[named];
-        if (l.dst != nullptr && h.bytes <= l.capacity) s.dest = l.dst;
+        if (l.dst != nullptr && s.payload <= l.capacity) s.dest = l.dst;
       }
-      landedAt_[s.nextSeq % nslots_] = s.dest == slot ? nullptr : s.dest;
+      landedAt_[slotIndex] = s.dest == slot ? nullptr : s.dest;
     }
     if (s.got < s.payload) {
       const ssize_t n = pull(s, fd, s.dest + s.got, s.payload - s.got, false);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-          s.drained = true;
-          break;
-        }
-        s.ended = true;
-        t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
+        endOrWait(n);
         return moved;
       }
       moved = true;
@@ -343,16 +378,11 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
       s.got += static_cast<size_t>(n);
       if (s.got < s.payload) continue;
     }
-    bytes_[s.nextSeq % nslots_] = s.payload;
-    s.nextSeq += nsocks_;
+    bytes_[s.seq % nslots_] = s.payload;
+    complete_[s.seq % nslots_] = s.seq;
     s.inPayload = false;
     s.got = 0;
   }
-  if (s.nextSeq >= tail_ + nslots_ && !s.paused && !s.ended) {
-    s.paused = true;
-    t_.wantReadable(fd, false);
-  }
-  return moved;
 }
 
 // ---- transport ----

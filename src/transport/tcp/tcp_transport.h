@@ -10,9 +10,13 @@
 // on each side, about 2.5 us of an 8-byte exchange on loopback, and more for
 // larger ones). A channel has `slots` local staging slots on each side:
 // commit() queues a slot for the wire and the receiver's slots are filled
-// from the sockets. Slot number s travels on data socket s % nsocks, so
-// consecutive chunks go out on different sockets in parallel (striping); each
-// frame carries a checked header (wire.h).
+// from the sockets. Consecutive chunks go out on different sockets in
+// parallel (striping): each chunk goes to the socket with the fewest chunks
+// waiting for the kernel to take them, the next one in turn on a tie. So a
+// socket whose connection runs slower (a loaded path, an unlucky share of a
+// link) carries fewer chunks, where fixed turns held every socket to the
+// slowest one's pace. Each frame carries a checked header (wire.h) with its
+// slot number, and the receiver places it by that.
 //
 // No helper threads: the sockets are non-blocking and move when a channel is
 // polled (tryAcquire/commit/tryPeek/drained move that channel's sockets), when
@@ -102,14 +106,18 @@ class TcpSendChannel final : public SendChannel {
   // Writes what the sockets take; true if any byte moved.
   bool progress();
   bool pending() const;
+  // Chunks that went to another socket than the next in turn, because that
+  // one had more waiting.
+  uint64_t chunksOffTurn() const { return offTurn_; }
 
  private:
   struct Sock {
-    uint64_t nextSeq;    // the slot this socket sends next
-    size_t offset = 0;   // bytes of header + payload of nextSeq already sent
+    std::vector<uint64_t> queued;  // ring of the slot numbers it sends, oldest first
+    uint32_t first = 0, count = 0;
+    size_t offset = 0;   // bytes of header + payload of the oldest already sent
     bool armed = false;  // registered for EPOLLOUT
   };
-  bool slotFree(uint64_t seq) const;
+  bool slotFree(uint64_t seq) const { return !unsent_[seq % nslots_]; }
   void queue(size_t bytes, const char* src);
   TcpTransport& t_;
   TcpPeer& peer_;
@@ -118,8 +126,11 @@ class TcpSendChannel final : public SendChannel {
   std::unique_ptr<char[]> buf_;
   std::vector<tcp::FrameHeader> headers_;  // per slot
   std::vector<const char*> payload_;       // per slot: the bytes to send (the slot or the caller's)
+  std::vector<char> unsent_;               // per slot: queued, not all taken by the kernel yet
   std::vector<Sock> socks_;
-  uint64_t head_ = 0;  // next slot to hand out
+  uint64_t head_ = 0;      // next slot to hand out
+  uint32_t nextSock_ = 0;  // the socket that gets the next chunk on a tie
+  uint64_t offTurn_ = 0;
 };
 
 class TcpRecvChannel final : public RecvChannel {
@@ -139,27 +150,31 @@ class TcpRecvChannel final : public RecvChannel {
 
  private:
   struct Sock {
-    uint64_t nextSeq;  // the slot being filled from this socket
+    uint64_t minSeq = 0;      // its next frame's slot number is at least this
+    uint64_t seq = 0;         // the slot number of the frame being read
+    bool haveHeader = false;  // seq's header is read; its slot is not free yet
     bool inPayload = false;
     size_t got = 0;  // bytes of the header or payload read so far
     unsigned char header[sizeof(tcp::FrameHeader)] = {};
     size_t payload = 0;
     char* dest = nullptr;        // where the payload being read goes
     bool ended = false;          // EOF or error: nothing more comes on it
-    bool paused = false;         // out of the epoll set while its slots are full
+    bool paused = false;         // out of the epoll set until seq's slot is free
     bool drained = false;        // the last read found it empty: epoll says when to read
     std::array<char, 4096> pre;  // bytes read ahead of the frame being parsed
     size_t preOff = 0, preLen = 0;
   };
   ssize_t pull(Sock& s, int fd, char* to, size_t want, bool header);
-  bool filled(uint64_t seq) const { return socks_[seq % nsocks_].nextSeq > seq; }
+  bool filled(uint64_t seq) const { return complete_[seq % nslots_] == seq; }
   TcpTransport& t_;
   TcpPeer& peer_;
   uint32_t nslots_, nsocks_;
   size_t slotBytes_;
   std::unique_ptr<char[]> buf_;
-  std::vector<size_t> bytes_;    // per slot
-  std::vector<char*> landedAt_;  // per slot: where its payload went (nullptr: the slot)
+  std::vector<size_t> bytes_;       // per slot
+  std::vector<char*> landedAt_;     // per slot: where its payload went (nullptr: the slot)
+  std::vector<uint64_t> claimed_;   // per slot: the last slot number a socket started on it
+  std::vector<uint64_t> complete_;  // per slot: the last slot number whose payload is in
   struct Landing {
     char* dst;
     size_t capacity;

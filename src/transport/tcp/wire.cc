@@ -63,16 +63,16 @@ Status parseCommon(const void* data, size_t len, FrameHeader* h) {
 }
 }  // namespace
 
-Status parseDataHeader(const void* data, size_t len, uint64_t expectSeq, size_t maxBytes,
+Status parseDataHeader(const void* data, size_t len, uint64_t minSeq, size_t maxBytes,
                        FrameHeader* out) {
   FrameHeader h;
   WEFT_RETURN_IF_ERROR(parseCommon(data, len, &h));
   if (h.type != static_cast<uint16_t>(FrameType::kData))
     return makeError(weftRemoteError, "unexpected frame type %u on a data socket", h.type);
-  if (h.seq != expectSeq)
-    return makeError(weftRemoteError, "data frame has sequence number %llu where %llu was due",
-                     static_cast<unsigned long long>(h.seq),
-                     static_cast<unsigned long long>(expectSeq));
+  if (h.seq < minSeq || h.seq == UINT64_MAX)
+    return makeError(
+        weftRemoteError, "data frame has sequence number %llu where at least %llu was due",
+        static_cast<unsigned long long>(h.seq), static_cast<unsigned long long>(minSeq));
   if (h.bytes > maxBytes)
     return makeError(weftRemoteError, "data frame claims %llu bytes; slots hold %zu",
                      static_cast<unsigned long long>(h.bytes), maxBytes);

@@ -8,9 +8,9 @@
 // magic, version, the kind of connection (data socket k, or control), the
 // two ranks, and a token derived from the communicator's secret. After it:
 //  - a data socket carries frames { FrameHeader, payload } in each direction,
-//    the two directions independent;
-//    slot number s of the channel travels on socket s % nsocks, so each
-//    socket's sequence numbers step by nsocks;
+//    the two directions independent; a frame's sequence number is its slot
+//    number in the channel, which may travel on any of the pair's sockets,
+//    each socket's numbers rising;
 //  - the control socket carries payload-less frames: kAbort (the sender
 //    poisoned the communicator) and kClose (it leaves normally).
 // All integers are little-endian (every supported host is).
@@ -25,7 +25,7 @@ namespace weft::tcp {
 
 constexpr uint32_t kHelloMagic = 0x6c6c6568;  // "hell"
 constexpr uint32_t kFrameMagic = 0x6d617266;  // "fram"
-constexpr uint16_t kWireVersion = 2;          // 2: data sockets carry both directions
+constexpr uint16_t kWireVersion = 3;          // 3: any socket carries any slot; 2: both directions
 
 enum class ConnKind : uint16_t { kData = 1, kControl = 2 };
 enum class FrameType : uint16_t { kData = 1, kAbort = 2, kClose = 3 };
@@ -69,9 +69,10 @@ struct HelloExpect {
 // socket index) is an error that names the field.
 Status parseHello(const void* data, size_t len, const HelloExpect& expect, Hello* out);
 
-// Checks a data frame header on a data socket: `expectSeq` is the slot
-// number due next on this socket and maxBytes the slot size.
-Status parseDataHeader(const void* data, size_t len, uint64_t expectSeq, size_t maxBytes,
+// Checks a data frame header on a data socket: its slot number must be at
+// least `minSeq` (one past the last on this socket), and its payload at most
+// maxBytes (the slot size). Where the receiver's window stands is its own check.
+Status parseDataHeader(const void* data, size_t len, uint64_t minSeq, size_t maxBytes,
                        FrameHeader* out);
 
 // Checks a control frame header; abort frames carry 1 + a rank < nranks in
