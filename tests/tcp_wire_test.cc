@@ -13,6 +13,7 @@
 #include "bootstrap/ifname.h"
 #include "core/comm.h"
 #include "harness/multirank.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/tcp/wire.h"
 
 namespace weft {
@@ -102,6 +103,22 @@ TEST(TcpWire, DataHeaderChecksSequenceSizeAndMagic) {
   EXPECT_FALSE(tcp::parseDataHeader(&f, sizeof f, 5, 4096, &out).isOk());
   f = dataHeader(5, 1);
   EXPECT_FALSE(tcp::parseDataHeader(&f, sizeof f - 3, 5, 4096, &out).isOk());
+}
+
+// A socket buffer below a segment stalls TCP on its probe timer (a 512 KiB
+// sendrecv took 9 ms with 16 KiB buffers and never ended with 4 KiB): such
+// a setting is raised to 64 KiB; larger ones and 0 (autotuning) are kept.
+TEST(TcpWire, SocketBuffersAreAtLeast64K) {
+  auto bufFor = [](const char* value) {
+    setenv("WEFT_SOCKET_BUF_BYTES", value, 1);
+    const int b = TcpOptions::fromEnv(256 << 10).bufBytes;
+    unsetenv("WEFT_SOCKET_BUF_BYTES");
+    return b;
+  };
+  EXPECT_EQ(bufFor("4096"), 64 << 10);
+  EXPECT_EQ(bufFor("16K"), 64 << 10);
+  EXPECT_EQ(bufFor("1M"), 1 << 20);
+  EXPECT_EQ(bufFor("0"), 0);
 }
 
 TEST(TcpWire, ControlHeaderChecksTypeAndRank) {

@@ -27,6 +27,7 @@ constexpr int kCtrlInRef = 2;
 constexpr int kCtrlOutRef = 3;
 // A connection that has not said hello within this long is dropped.
 constexpr int kHelloTimeoutMs = 5000;
+constexpr int kMinSocketBufBytes = 64 << 10;
 
 void setNonBlocking(int fd) {
   const int flags = fcntl(fd, F_GETFL, 0);
@@ -60,6 +61,16 @@ TcpOptions TcpOptions::fromEnv(size_t slotBytes) {
   o.slots = std::max(o.slots, 2 * o.nsocks);
   o.slotBytes = slotBytes;
   o.bufBytes = static_cast<int>(std::min<uint64_t>(envBytes("SOCKET_BUF_BYTES", 0), 1u << 30));
+  if (o.bufBytes > 0 && o.bufBytes < kMinSocketBufBytes) {
+    // Below a segment's worth (64 KiB on loopback), a receiver's window
+    // opens too little to send an update, and the sender waits for the
+    // kernel's probe timer: transfers of a few hundred KiB took seconds.
+    WEFT_WARN(kLogNet,
+              "WEFT_SOCKET_BUF_BYTES=%d is below %d bytes, where TCP stalls on its probe timer; "
+              "using %d (unset it to let the kernel size the buffers)",
+              o.bufBytes, kMinSocketBufBytes, kMinSocketBufBytes);
+    o.bufBytes = kMinSocketBufBytes;
+  }
   return o;
 }
 

@@ -67,7 +67,8 @@ struct TcpOptions {
   // 0.64-0.70 of iperf3 against 0.85-0.95 with 16.
   uint32_t slots = 16;
   size_t slotBytes = 256 << 10;  // the communicator's chunk size
-  int bufBytes = 0;  // WEFT_SOCKET_BUF_BYTES: SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+  int bufBytes =
+      0;  // WEFT_SOCKET_BUF_BYTES: SO_SNDBUF/SO_RCVBUF (at least 64K); 0 = kernel autotuning
   static TcpOptions fromEnv(size_t slotBytes);
 };
 
