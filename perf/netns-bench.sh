@@ -93,8 +93,10 @@ iperf_gbs() {  # [bidir]
   for d in "${dirs[@]}"; do
     set -- $d
     (for _ in $(seq 50); do
+       # A refused connection (the server not listening yet) can still exit
+       # 0 with -J: only a report without an error ends the retries.
        ip netns exec "$1" iperf3 -c "$3" -p "$4" -P "$STREAMS" -l 1M -t "$SECONDS_IPERF" -J \
-         >"$tmp/iperf$i.json" 2>/dev/null && break
+         >"$tmp/iperf$i.json" 2>/dev/null && ! grep -q '"error"' "$tmp/iperf$i.json" && break
        sleep 0.1
      done) &
     pids+=($!)
@@ -104,11 +106,15 @@ iperf_gbs() {  # [bidir]
   wait 2>/dev/null || true
   python3 -c '
 import json, sys
+runs = []
 try:
-    rates = [json.load(open(f))["end"]["sum_received"]["bits_per_second"] for f in sys.argv[1:]]
+    runs = [json.load(open(f)) for f in sys.argv[1:]]
+    rates = [r["end"]["sum_received"]["bits_per_second"] for r in runs]
     print("%.3f" % (sum(rates) / len(rates) / 8e9))
 except (OSError, ValueError, KeyError) as e:  # iperf3 failed: say so, keep going
-    print("netns-bench: iperf3 gave no result (%r)" % e, file=sys.stderr)
+    why = "; ".join(str(r["error"]) for r in runs if "error" in r)
+    print("netns-bench: iperf3 gave no result (%r%s)" % (e, ": " + why if why else ""),
+          file=sys.stderr)
     print("nan")' "$tmp"/iperf[0-9].json
   rm -f "$tmp"/iperf[0-9].json
 }
