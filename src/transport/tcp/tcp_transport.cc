@@ -314,27 +314,32 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
   if (peer_.malformed || s.ended) return false;
   const int fd = peer_.dataFds[k];
   bool moved = false;
-  auto endOrWait = [&](ssize_t n) {
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      s.drained = true;
-      return;
+  // Reads up to `want` bytes to `to` (s.got counts them); false when the
+  // socket has nothing more for now, or ended.
+  auto read = [&](char* to, size_t want, bool header) {
+    for (;;) {
+      const ssize_t n = pull(s, fd, to, want, header);
+      if (n > 0) {
+        moved = true;
+        s.drained = false;
+        s.got += static_cast<size_t>(n);
+        return true;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        s.drained = true;
+      } else {
+        s.ended = true;
+        t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
+      }
+      return false;
     }
-    s.ended = true;
-    t_.recvSocketEnded(peer_, fd, n == 0 ? "connection closed" : strerror(errno));
   };
   for (;;) {
     if (!s.inPayload) {
       if (!s.haveHeader) {
-        const ssize_t n =
-            pull(s, fd, reinterpret_cast<char*>(s.header) + s.got, sizeof s.header - s.got, true);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          endOrWait(n);
-          return moved;
-        }
-        moved = true;
-        s.drained = false;
-        s.got += static_cast<size_t>(n);
+        char* at = reinterpret_cast<char*>(s.header) + s.got;
+        if (!read(at, sizeof s.header - s.got, true)) return moved;
         if (s.got < sizeof s.header) continue;
         tcp::FrameHeader h;
         Status st = tcp::parseDataHeader(s.header, sizeof s.header, s.minSeq, slotBytes_, &h);
@@ -378,15 +383,7 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
       landedAt_[slotIndex] = s.dest == slot ? nullptr : s.dest;
     }
     if (s.got < s.payload) {
-      const ssize_t n = pull(s, fd, s.dest + s.got, s.payload - s.got, false);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        endOrWait(n);
-        return moved;
-      }
-      moved = true;
-      s.drained = false;
-      s.got += static_cast<size_t>(n);
+      if (!read(s.dest + s.got, s.payload - s.got, false)) return moved;
       if (s.got < s.payload) continue;
     }
     bytes_[s.seq % nslots_] = s.payload;
