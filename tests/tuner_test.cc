@@ -705,6 +705,22 @@ TEST(WeftInfo, PlansEverySize) {
   EXPECT_NE(all.find(" cma "), std::string::npos) << all;  // single copy at 1 MiB
 }
 
+// With WEFT_SHM_DISABLE a job puts every pair on TCP and models each rank
+// as a host of its own, so single copy (which needs shared memory) is out;
+// the plan must say what such a job would run.
+TEST(WeftInfo, ShmDisabledPlansEveryRankAsAHost) {
+  int status = -1;
+  const std::string shm = runInfo("--plan -n 2 --coll allgather --min 4M --max 4M", &status);
+  EXPECT_EQ(status, 0) << shm;
+  EXPECT_NE(shm.find(" cma "), std::string::npos) << shm;
+  setenv("WEFT_SHM_DISABLE", "1", 1);
+  const std::string tcp = runInfo("--plan -n 2 --coll allgather --min 4M --max 4M", &status);
+  unsetenv("WEFT_SHM_DISABLE");
+  EXPECT_EQ(status, 0) << tcp;
+  EXPECT_NE(tcp.find("2 ranks on 2 host(s)"), std::string::npos) << tcp;
+  EXPECT_EQ(tcp.find(" cma "), std::string::npos) << tcp;
+}
+
 TEST(WeftInfo, PlansAnOversubscribedHost) {
   int status = -1;
   const std::string normal = runInfo("--plan -n 4 --coll allreduce --max 4K", &status);

@@ -306,6 +306,9 @@ int main(int argc, char** argv) {
   }
   if (n < 1) return usage("--plan needs -n RANKS (at least 1)");
   if (hosts < 1 || hosts > n) return usage("--hosts must be between 1 and the rank count");
+  // WEFT_SHM_DISABLE: a job puts every pair on TCP and models every rank as
+  // a host of its own (comm.cc); the plan does the same.
+  if (envInt("SHM_DISABLE", 0) != 0) hosts = n;
   TunerShape shape;
   shape.nranks = n;
   shape.nhosts = hosts;
