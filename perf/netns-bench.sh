@@ -12,6 +12,7 @@
 #   RATES="none 10gbit 1gbit"   link rates to test ("none": unthrottled veth)
 #   STREAMS=4       iperf3 parallel streams;  SECONDS_IPERF=5  iperf3 duration
 #   ITERS=20 WARMUP=5           weft iterations
+#   REPS=3          rounds of all four measurements per rate; medians printed
 #   PER_HOST=1      weft ranks per namespace (2: shm inside each "host", TCP
 #                   between them; the tuner then runs hier allreduce). busbw
 #                   is nccl-tests' (2(n-1)/n * algbw for allreduce), so with
@@ -31,6 +32,7 @@ RATES=${RATES:-none 10gbit 1gbit}
 STREAMS=${STREAMS:-4}
 SECONDS_IPERF=${SECONDS_IPERF:-5}
 ITERS=${ITERS:-20}
+REPS=${REPS:-3}
 WARMUP=${WARMUP:-5}
 PER_HOST=${PER_HOST:-1}
 
@@ -144,18 +146,24 @@ weft_busbw() {  # program, rendezvous port
 printf '# weft over TCP between two network namespaces (veth), size %s, %s iperf3 streams, %s rank(s) per namespace\n' "$SIZE" "$STREAMS" "$PER_HOST"
 printf '# iperf3: one direction; iperf3_bidir: per direction with both at once. weft busbw counts one direction\n'
 printf '# of each link while both carry data, so /bidir is the like-for-like ratio; /uni the strict one.\n'
-printf '# weft figures: out-of-place busbw (GB/s).\n'
+printf '# weft figures: out-of-place busbw (GB/s). Medians of %s rounds.\n' "$REPS"
 printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir
 runs=0
 for rate in $RATES; do
   throttle
-  raw=$(iperf_gbs)
-  bidir=$(iperf_gbs bidir)
-  sr=$(weft_busbw sendrecv_perf $((29500 + ++runs)))
-  ar=$(weft_busbw all_reduce_perf $((29500 + ++runs)))
-  python3 - "$rate" "$raw" "$bidir" "$sr" "$ar" <<'PY'
-import sys
-rate, raw, bidir, sr, ar = sys.argv[1], *map(float, sys.argv[2:])
+  # REPS rounds of the four measurements, interleaved, so that a slow
+  # minute of the host weighs on all of them alike; the medians are printed.
+  figures=()
+  for ((rep = 0; rep < REPS; rep++)); do
+    figures+=("$(iperf_gbs),$(iperf_gbs bidir),$(weft_busbw sendrecv_perf $((29500 + ++runs))),$(weft_busbw all_reduce_perf $((29500 + ++runs)))")
+  done
+  python3 - "$rate" "${figures[@]}" <<'PY'
+import math, statistics, sys
+rate, rounds = sys.argv[1], [list(map(float, r.split(","))) for r in sys.argv[2:]]
+def median(i):
+    xs = [r[i] for r in rounds if not math.isnan(r[i])]
+    return statistics.median(xs) if xs else float("nan")
+raw, bidir, sr, ar = (median(i) for i in range(4))
 ratio = lambda x, ref: x / ref if ref > 0 else float("nan")
 print("%-8s %8.3f %8.3f %10.3f %8.2f %8.2f %11.3f %8.2f %8.2f" % (
     rate, raw, bidir, sr, ratio(sr, raw), ratio(sr, bidir), ar, ratio(ar, raw), ratio(ar, bidir)))
