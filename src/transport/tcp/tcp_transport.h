@@ -61,10 +61,11 @@ namespace weft {
 struct TcpOptions {
   uint32_t nsocks = 2;  // WEFT_NSOCKS_PERTHREAD x WEFT_SOCKET_NTHREADS
   // WEFT_TCP_SLOTS: chunks in flight per peer and direction. Slot s is read
-  // only once slots up to s - slots were released, so this is also how far
-  // one socket may run ahead of the others: with 8 (4 per socket), two
-  // sockets sharing a 10 Gbit/s link took turns stalling, and sendrecv got
-  // 0.64-0.70 of iperf3 against 0.85-0.95 with 16.
+  // only once slot s - slots was released, so this also bounds how far the
+  // chunks on one socket may run ahead of those on another. With 8, and
+  // chunks still dealt to the sockets in fixed turns, sendrecv over a
+  // 10 Gbit/s veth got 0.64-0.73 of iperf3 (both ways), against 0.85-0.97
+  // with 16.
   uint32_t slots = 16;
   size_t slotBytes = 256 << 10;  // the communicator's chunk size
   int bufBytes =
