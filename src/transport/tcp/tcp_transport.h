@@ -68,8 +68,8 @@ struct TcpOptions {
   // with 16.
   uint32_t slots = 16;
   size_t slotBytes = 256 << 10;  // the communicator's chunk size
-  int bufBytes =
-      0;  // WEFT_SOCKET_BUF_BYTES: SO_SNDBUF/SO_RCVBUF (at least 64K); 0 = kernel autotuning
+  // WEFT_SOCKET_BUF_BYTES: SO_SNDBUF/SO_RCVBUF (at least 64K); 0 = kernel autotuning.
+  int bufBytes = 0;
   static TcpOptions fromEnv(size_t slotBytes);
 };
 
