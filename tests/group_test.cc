@@ -238,6 +238,72 @@ TEST_P(Group, SendRecvOnStream) {
   });
 }
 
+// In-place sendrecv: one buffer sent to rank+1 and filled from rank-1 in the
+// same group. What goes out is the buffer as it was when posted, over shared
+// memory and over TCP (where receives are read straight into place), with
+// counts that differ from rank to rank so that a send outlasts or trails
+// its receive.
+TEST_P(Group, InPlaceSendRecvRing) {
+  const std::vector<std::pair<std::string, std::string>> transports[] = {
+      {}, {{"WEFT_SHM_DISABLE", "1"}}};
+  for (const auto& env : transports) {
+    RunOptions opts;
+    opts.env = env;
+    runRanks(
+        GetParam(),
+        [](weftComm_t comm, int rank, int n) {
+          const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+          auto countOf = [](int r, int round) { return kBig / (round + 1) + size_t(r) * 4099; };
+          for (int round = 0; round < 3; ++round) {
+            RANK_SCOPED_TRACE("round " << round);
+            const size_t sendCount = countOf(rank, round), recvCount = countOf(prev, round);
+            GuardedBuffer buf =
+                message(std::max(sendCount, recvCount), rank, next, weftInt32, round);
+            RANK_CHECK_OK(weftGroupStart());
+            RANK_CHECK_OK(weftSend(buf.data(), sendCount, weftInt32, next, comm, nullptr));
+            RANK_CHECK_OK(weftRecv(buf.data(), recvCount, weftInt32, prev, comm, nullptr));
+            RANK_CHECK_OK(weftGroupEnd());
+            expectMessage("in-place recv", buf, recvCount, prev, rank, weftInt32, round);
+          }
+        },
+        opts);
+  }
+}
+
+// Rank 0 sends and receives one buffer in a group; rank 1 sends first and
+// receives only once that send completed, so rank 0's receive must
+// overwrite the buffer before rank 0's send got through: what rank 1
+// receives is still the buffer as it was posted. Over TCP with the fewest
+// slots and the smallest socket buffers, the message is many times what
+// rank 0 can hand the wire before rank 1 receives.
+TEST(GroupInPlace, ReceiveOvertakesTheSendWhenThePeerReceivesLater) {
+  const std::vector<std::pair<std::string, std::string>> transports[] = {
+      {}, {{"WEFT_SHM_DISABLE", "1"}, {"WEFT_SOCKET_BUF_BYTES", "65536"}, {"WEFT_TCP_SLOTS", "2"}}};
+  for (const auto& env : transports) {
+    RunOptions opts;
+    opts.env = env;
+    runRanks(
+        2,
+        [](weftComm_t comm, int rank, int) {
+          const int peer = 1 - rank;
+          GuardedBuffer out = message(kBig, rank, peer);
+          if (rank == 0) {
+            RANK_CHECK_OK(weftGroupStart());
+            RANK_CHECK_OK(weftSend(out.data(), kBig, weftInt32, peer, comm, nullptr));
+            RANK_CHECK_OK(weftRecv(out.data(), kBig, weftInt32, peer, comm, nullptr));
+            RANK_CHECK_OK(weftGroupEnd());
+            expectMessage("in-place recv", out, kBig, peer, rank);
+          } else {
+            GuardedBuffer in(kBig * sizeof(int32_t));
+            RANK_CHECK_OK(weftSend(out.data(), kBig, weftInt32, peer, comm, nullptr));
+            RANK_CHECK_OK(weftRecv(in.data(), kBig, weftInt32, peer, comm, nullptr));
+            expectMessage("recv", in, kBig, peer, rank);
+          }
+        },
+        opts);
+  }
+}
+
 // Zero-byte sends and receives in a group complete and touch nothing.
 TEST_P(Group, ZeroCountSendRecv) {
   runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {

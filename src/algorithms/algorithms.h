@@ -66,5 +66,8 @@ struct P2POp {
   size_t bytes = 0;
 };
 Status runP2P(CollContext& ctx, std::span<const P2POp> ops);
+// Bytes the calling thread's last runP2P copied aside because a receive of
+// the batch overwrites a send's buffer in a way it cannot gate (see p2p.cc).
+size_t p2pLastStagedBytes();
 
 }  // namespace weft

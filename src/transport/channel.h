@@ -38,6 +38,8 @@ class SendChannel {
   // True while some commitFrom() source may still be read (moves what it
   // can first); false once the caller may write those sources again.
   virtual bool sourcesInUse() { return false; }
+  // True when commitFrom() reads `src` after it returns (it does not copy).
+  virtual bool readsSourceLater() const { return false; }
 
   // Single copy. Where the transport can let the receiver read this
   // process's memory (cross-memory attach), publish() puts a reference to

@@ -103,6 +103,7 @@ class TcpSendChannel final : public SendChannel {
     progress();
     return pending();
   }
+  bool readsSourceLater() const override { return true; }
   bool drained() override;
   bool ok() const { return buf_ != nullptr; }
   // Writes what the sockets take; true if any byte moved.
