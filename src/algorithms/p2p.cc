@@ -161,13 +161,141 @@ const Overlaps& resolveOverlaps(
   return out;
 }
 
-}  // namespace
+// The state of one batch while it runs; thread_local and reused, so that a
+// stream of small batches allocates nothing.
+class Batch {
+ public:
+  Status run(CollContext& ctx, std::span<const P2POp> posted);
 
-size_t p2pLastStagedBytes() {
-  return lastStagedBytes;
+ private:
+  // Moves what the send FIFO to `peer` can take; `i` is its first unfinished op.
+  void moveSends(int peer, int& i);
+  // Moves what has arrived from `peer`.
+  Status moveRecvs(int peer, int& i);
+  // Where a send reads next: its buffer, or the copy of its rest.
+  const char* sendSource(int i) const {
+    if (done_[i] >= lateFrom_[i]) return lateCopy_[i] + (done_[i] - lateFrom_[i]);
+    return static_cast<const char*>(ops_[i].buf) + done_[i];
+  }
+  // How far a receive may write: all of it, or for a gated one (see
+  // resolveOverlaps) only what its send has already taken.
+  size_t writableEnd(int i) const {
+    const int s = gate_[i];
+    if (s < 0 || done_[s] == ops_[s].bytes) return ops_[i].bytes;
+    return done_[s];
+  }
+  // The receive `ri` overtakes its send: the rest of the send is copied
+  // aside, and the send reads that copy from now on.
+  void openGate(int ri);
+
+  CollContext* ctx_ = nullptr;
+  std::span<const P2POp> ops_;
+  size_t chunk_ = 0, directMin_ = SIZE_MAX, directPiece_ = 0;
+  bool moved_ = false;
+  // Per (peer, direction) FIFO of op indices: head_[2*peer + isSend] is the
+  // first unfinished one, nextOp_ links to the one posted after it.
+  std::vector<int> head_, nextOp_, active_;
+  std::vector<size_t> done_;
+  std::vector<char> awaitingRelease_;  // per peer: a published send in flight
+  // Gates and copy-in flags as resolved; lateFrom_: the offset from which a
+  // send whose gate opened reads lateCopy_ instead of its buffer.
+  std::vector<int> gate_;
+  std::vector<char> copyIn_;
+  std::vector<size_t> lateFrom_;
+  std::vector<const char*> lateCopy_;
+  // Kept from batch to batch: a fresh allocation would fault in every page
+  // of a large message again (64 MiB in-place sendrecv: 4x slower).
+  struct LateCopy {
+    std::unique_ptr<char[]> bytes;
+    size_t capacity = 0;
+  };
+  std::vector<LateCopy> lateCopies_;
+  size_t lateCopiesUsed_ = 0;
+};
+
+void Batch::openGate(int ri) {
+  const int si = gate_[ri];
+  gate_[ri] = -1;
+  const size_t rest = ops_[si].bytes - done_[si];
+  if (rest == 0) return;
+  if (lateCopiesUsed_ == lateCopies_.size()) lateCopies_.emplace_back();
+  LateCopy& copy = lateCopies_[lateCopiesUsed_++];
+  if (copy.capacity < rest) {
+    copy.bytes.reset(new char[rest]);
+    copy.capacity = rest;
+  }
+  kernels::copy(copy.bytes.get(), sendSource(si), rest);
+  lateFrom_[si] = done_[si];
+  lateCopy_[si] = copy.bytes.get();
+  lastStagedBytes += rest;
+  copyIn_[si] = 0;  // its private copy may be sent from in place
 }
 
-Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
+void Batch::moveSends(int peer, int& i) {
+  SendChannel& ch = ctx_->sendTo(peer);
+  while (i >= 0) {
+    if (awaitingRelease_[peer]) {
+      if (!ch.drained()) return;
+      awaitingRelease_[peer] = 0;
+      moved_ = true;
+      i = nextOp_[i];
+      continue;
+    }
+    void* slot = ch.tryAcquire();
+    if (!slot) return;
+    const P2POp& op = ops_[i];
+    if (done_[i] == 0 && op.bytes >= directMin_ && ch.canPublish() && !copyIn_[i]) {
+      ch.publish(op.buf, op.bytes);
+      done_[i] = op.bytes;
+      awaitingRelease_[peer] = 1;
+      moved_ = true;
+      continue;
+    }
+    const size_t c = std::min(chunk_, op.bytes - done_[i]);
+    const char* src = sendSource(i);
+    if (copyIn_[i]) {
+      kernels::copy(slot, src, c);  // its receive may overwrite src next
+      ch.commit(c);
+    } else {
+      ch.commitFrom(slot, src, c);
+    }
+    moved_ = true;
+    if ((done_[i] += c) == op.bytes) i = nextOp_[i];
+  }
+}
+
+Status Batch::moveRecvs(int peer, int& i) {
+  RecvChannel& ch = ctx_->recvFrom(peer);
+  while (i >= 0) {
+    size_t have = 0;
+    const void* data = ch.tryPeek(&have);
+    if (!data) return Status::ok();
+    const P2POp& op = ops_[i];
+    char* dst = static_cast<char*>(op.buf) + done_[i];
+    if (ch.peekedPublished()) {
+      // One published message: the whole rest of this receive.
+      if (have != op.bytes) return algo::sizeMismatch(have, op.bytes);
+      const size_t c = std::min(directPiece_, op.bytes - done_[i]);
+      if (done_[i] + c > writableEnd(i)) openGate(i);
+      WEFT_RETURN_IF_ERROR(ch.readPublished(dst, done_[i], c));
+      moved_ = true;
+      if ((done_[i] += c) < op.bytes) return Status::ok();  // the rest on a later pass
+      ch.release();
+      i = nextOp_[i];
+      continue;
+    }
+    const size_t c = std::min(chunk_, op.bytes - done_[i]);
+    if (have != c) return algo::sizeMismatch(have, c);
+    if (done_[i] + c > writableEnd(i)) openGate(i);  // its send has not taken them yet
+    if (data != dst) kernels::copyOut(dst, data, c, op.bytes);
+    ch.release();
+    moved_ = true;
+    if ((done_[i] += c) == op.bytes) i = nextOp_[i];
+  }
+  return Status::ok();
+}
+
+Status Batch::run(CollContext& ctx, std::span<const P2POp> posted) {
   const int n = ctx.nranks();
   for (const P2POp& op : posted) {
     if (op.peer < 0 || op.peer >= n) {
@@ -178,188 +306,95 @@ Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
     }
   }
   const int r = ctx.rank();
-  const size_t chunk = ctx.chunkBytes();
-  const size_t directMin = p2pSingleCopyAllowed() ? ctx.directMinBytes() : SIZE_MAX;
-  const Overlaps& overlap = resolveOverlaps(posted, r, n, [&](const P2POp& s, const P2POp& rv) {
-    SendChannel& out = ctx.sendTo(s.peer);
-    const bool publishes = s.bytes >= directMin && out.canPublish();
-    return !publishes && !out.readsSourceLater() && !ctx.recvFrom(rv.peer).canLand();
-  });
-  const std::span<const P2POp> ops = overlap.ops;
+  ctx_ = &ctx;
+  chunk_ = ctx.chunkBytes();
+  directMin_ = p2pSingleCopyAllowed() ? ctx.directMinBytes() : SIZE_MAX;
   // Bytes a published receive copies per pass, so other operations of the
   // batch keep moving meanwhile.
-  const size_t directPiece = std::max<size_t>(chunk * 8, 4 << 20);
-  WEFT_RETURN_IF_ERROR(runSelf(ops, r));
+  directPiece_ = std::max<size_t>(chunk_ * 8, 4 << 20);
+  const Overlaps& overlap = resolveOverlaps(posted, r, n, [&](const P2POp& s, const P2POp& rv) {
+    SendChannel& out = ctx.sendTo(s.peer);
+    const bool publishes = s.bytes >= directMin_ && out.canPublish();
+    return !publishes && !out.readsSourceLater() && !ctx.recvFrom(rv.peer).canLand();
+  });
+  ops_ = overlap.ops;
+  WEFT_RETURN_IF_ERROR(runSelf(ops_, r));
 
-  // Per (peer, direction) FIFO of op indices: head[2*peer + isSend] is the
-  // first unfinished one, nextOp links to the one posted after it.
-  thread_local std::vector<int> head, nextOp, active;
-  thread_local std::vector<size_t> done;
-  thread_local std::vector<char> awaitingRelease;  // per peer: a published send in flight
-  awaitingRelease.assign(static_cast<size_t>(n), 0);
-  head.assign(2 * static_cast<size_t>(n), -1);
-  nextOp.assign(ops.size(), -1);
-  done.assign(ops.size(), 0);
-  active.clear();
-  for (size_t i = ops.size(); i-- > 0;) {
-    const P2POp& op = ops[i];
+  awaitingRelease_.assign(static_cast<size_t>(n), 0);
+  head_.assign(2 * static_cast<size_t>(n), -1);
+  nextOp_.assign(ops_.size(), -1);
+  done_.assign(ops_.size(), 0);
+  gate_ = overlap.gate;
+  copyIn_ = overlap.copyIn;
+  lateFrom_.assign(ops_.size(), SIZE_MAX);
+  lateCopy_.assign(ops_.size(), nullptr);
+  lateCopiesUsed_ = 0;
+  active_.clear();
+  for (size_t i = ops_.size(); i-- > 0;) {
+    const P2POp& op = ops_[i];
     if (op.peer == r || op.bytes == 0) continue;
     const int key = 2 * op.peer + (op.isSend ? 1 : 0);
-    nextOp[i] = head[key];
-    head[key] = static_cast<int>(i);
+    nextOp_[i] = head_[key];
+    head_[key] = static_cast<int>(i);
   }
   for (int key = 0; key < 2 * n; ++key) {
-    if (head[key] >= 0) active.push_back(key);
+    if (head_[key] >= 0) active_.push_back(key);
   }
-  // Gates and copy-in flags as resolved. A gate is opened by staging the
-  // rest of its send (lateFrom: the send's offset from which it reads
-  // lateCopy instead of its buffer).
-  thread_local std::vector<int> gate;
-  thread_local std::vector<char> copyIn;
-  thread_local std::vector<size_t> lateFrom;
-  // Kept from batch to batch: a fresh allocation would fault in every page
-  // of a large message again (64 MiB in-place sendrecv: 4x slower).
-  struct LateCopy {
-    std::unique_ptr<char[]> bytes;
-    size_t capacity = 0;
-  };
-  thread_local std::vector<LateCopy> lateCopies;
-  size_t lateCopiesUsed = 0;
-  thread_local std::vector<const char*> lateCopy;
-  gate = overlap.gate;
-  copyIn = overlap.copyIn;
-  lateFrom.assign(ops.size(), SIZE_MAX);
-  lateCopy.assign(ops.size(), nullptr);
-  auto sendSource = [&](int i) {
-    if (done[i] >= lateFrom[i]) return lateCopy[i] + (done[i] - lateFrom[i]);
-    return static_cast<const char*>(ops[i].buf) + done[i];
-  };
-  auto openGate = [&](int ri) {
-    const int si = gate[ri];
-    gate[ri] = -1;
-    const size_t rest = ops[si].bytes - done[si];
-    if (rest == 0) return;
-    if (lateCopiesUsed == lateCopies.size()) lateCopies.emplace_back();
-    LateCopy& copy = lateCopies[lateCopiesUsed++];
-    if (copy.capacity < rest) {
-      copy.bytes.reset(new char[rest]);
-      copy.capacity = rest;
-    }
-    kernels::copy(copy.bytes.get(), sendSource(si), rest);
-    lateFrom[si] = done[si];
-    lateCopy[si] = copy.bytes.get();
-    lastStagedBytes += rest;
-    copyIn[si] = 0;  // its private copy may be sent from in place
-  };
-  // How far a receive may write: all of it, or for a gated one (see
-  // resolveOverlaps) only what its send has already taken.
-  auto writableEnd = [&](int i) {
-    const int s = gate[i];
-    if (s < 0 || done[s] == ops[s].bytes) return ops[i].bytes;
-    return done[s];
-  };
   // Over TCP every chunk of every receive is read from the socket straight
   // into place (no receive there is gated).
   for (int peer = 0; peer < n; ++peer) {
-    if (peer == r || head[2 * peer] < 0 || !ctx.recvFrom(peer).canLand()) continue;
+    if (peer == r || head_[2 * peer] < 0 || !ctx.recvFrom(peer).canLand()) continue;
     RecvChannel& ch = ctx.recvFrom(peer);
-    for (int i = head[2 * peer]; i >= 0; i = nextOp[i]) {
-      char* buf = static_cast<char*>(ops[i].buf);
-      for (size_t off = 0; off < ops[i].bytes; off += chunk)
-        ch.land(buf + off, std::min(chunk, ops[i].bytes - off));
+    for (int i = head_[2 * peer]; i >= 0; i = nextOp_[i]) {
+      char* buf = static_cast<char*>(ops_[i].buf);
+      for (size_t off = 0; off < ops_[i].bytes; off += chunk_)
+        ch.land(buf + off, std::min(chunk_, ops_[i].bytes - off));
     }
   }
 
   Progress progress(ctx.health());
-  while (!active.empty()) {
-    bool moved = false;
+  while (!active_.empty()) {
+    moved_ = false;
     // Sends first: what a send takes in this pass, its receive need not stage.
     for (const int sends : {1, 0}) {
-      for (size_t k = 0; k < active.size();) {
-        const int key = active[k];
+      for (size_t k = 0; k < active_.size();) {
+        const int key = active_[k];
         if ((key & 1) != sends) {
           ++k;
           continue;
         }
-        const int peer = key / 2;
-        int i = head[key];
-        if (key & 1) {
-          SendChannel& ch = ctx.sendTo(peer);
-          while (i >= 0) {
-            if (awaitingRelease[peer]) {
-              if (!ch.drained()) break;
-              awaitingRelease[peer] = 0;
-              moved = true;
-              i = nextOp[i];
-              continue;
-            }
-            void* slot = ch.tryAcquire();
-            if (!slot) break;
-            const P2POp& op = ops[i];
-            if (done[i] == 0 && op.bytes >= directMin && ch.canPublish() && !copyIn[i]) {
-              ch.publish(op.buf, op.bytes);
-              done[i] = op.bytes;
-              awaitingRelease[peer] = 1;
-              moved = true;
-              continue;
-            }
-            const size_t c = std::min(chunk, op.bytes - done[i]);
-            const char* src = sendSource(i);
-            if (copyIn[i]) {
-              kernels::copy(slot, src, c);  // its receive may overwrite src next
-              ch.commit(c);
-            } else {
-              ch.commitFrom(slot, src, c);
-            }
-            moved = true;
-            if ((done[i] += c) == op.bytes) i = nextOp[i];
-          }
+        int& i = head_[key];
+        if (sends) {
+          moveSends(key / 2, i);
         } else {
-          RecvChannel& ch = ctx.recvFrom(peer);
-          while (i >= 0) {
-            size_t have = 0;
-            const void* data = ch.tryPeek(&have);
-            if (!data) break;
-            const P2POp& op = ops[i];
-            if (ch.peekedPublished()) {
-              // One published message: the whole rest of this receive.
-              if (have != op.bytes) return algo::sizeMismatch(have, op.bytes);
-              const size_t c = std::min(directPiece, op.bytes - done[i]);
-              if (done[i] + c > writableEnd(i)) openGate(i);
-              WEFT_RETURN_IF_ERROR(
-                  ch.readPublished(static_cast<char*>(op.buf) + done[i], done[i], c));
-              moved = true;
-              if ((done[i] += c) < op.bytes) break;  // the rest on a later pass
-              ch.release();
-              i = nextOp[i];
-              continue;
-            }
-            const size_t c = std::min(chunk, op.bytes - done[i]);
-            if (have != c) return algo::sizeMismatch(have, c);
-            if (done[i] + c > writableEnd(i)) openGate(i);  // its send has not taken them yet
-            char* dst = static_cast<char*>(op.buf) + done[i];
-            if (data != dst) kernels::copyOut(dst, data, c, op.bytes);
-            ch.release();
-            moved = true;
-            if ((done[i] += c) == op.bytes) i = nextOp[i];
-          }
+          WEFT_RETURN_IF_ERROR(moveRecvs(key / 2, i));
         }
-        head[key] = i;
         if (i < 0) {
-          active[k] = active.back();
-          active.pop_back();
+          active_[k] = active_.back();
+          active_.pop_back();
         } else {
           ++k;
         }
       }
     }
-    if (moved) {
+    if (moved_) {
       progress.made();
     } else {
       WEFT_RETURN_IF_ERROR(progress.idle());
     }
   }
   return Status::ok();
+}
+
+}  // namespace
+
+size_t p2pLastStagedBytes() {
+  return lastStagedBytes;
+}
+
+Status runP2P(CollContext& ctx, std::span<const P2POp> posted) {
+  thread_local Batch batch;
+  return batch.run(ctx, posted);
 }
 
 }  // namespace weft
