@@ -1313,6 +1313,97 @@ TEST(AlgorithmsTest, SingleCopySizeMismatchIsInvalidUsage) {
   }
 }
 
+// A peer may post its last data, finish, then abort or exit while this rank
+// is between a pass that found nothing and its health check: the check
+// fails, but what the peer sent is still used. (CI once saw a barrier fail
+// so, against a peer that had completed it and aborted its communicator.)
+class PeerLeavesDuringCheck final : public HealthMonitor {
+ public:
+  explicit PeerLeavesDuringCheck(std::function<void()> lastSend) : lastSend_(std::move(lastSend)) {}
+  bool failed() const override { return false; }
+  Status check() override {
+    ++checks;
+    if (lastSend_) std::exchange(lastSend_, nullptr)();
+    return makeError(weftRemoteError, "rank 1 died in the middle of a collective");
+  }
+  int checks = 0;
+
+ private:
+  std::function<void()> lastSend_;
+};
+
+// Rank 0 of a world whose other ranks are played by the test.
+class LoneRankContext final : public CollContext {
+ public:
+  LoneRankContext(World& w, HealthMonitor& health) : w_(w), health_(health) {}
+  int rank() const override { return 0; }
+  int nranks() const override { return w_.n; }
+  SendChannel& sendTo(int peer) override { return w_.channel(0, peer); }
+  RecvChannel& recvFrom(int peer) override { return w_.channel(peer, 0); }
+  HealthMonitor& health() override { return health_; }
+  size_t chunkBytes() const override { return w_.cfg.slotBytes; }
+  size_t directMinBytes() const override { return w_.cfg.directMin; }
+  int hostOf(int) const override { return 0; }
+
+ private:
+  World& w_;
+  HealthMonitor& health_;
+};
+
+void sendChunk(MemChannel& ch, const void* data, size_t bytes) {
+  void* slot = ch.tryAcquire();
+  ASSERT_NE(slot, nullptr);
+  std::memcpy(slot, data, bytes);
+  ch.commit(bytes);
+}
+
+TEST(AlgorithmsTest, DataSentBeforeAFailedCheckIsStillUsed) {
+  {  // direct allreduce: the peer's contribution lands during the check
+    World w(2, kTiny, std::chrono::seconds(5));
+    const int32_t theirs = 40;
+    PeerLeavesDuringCheck health([&] { sendChunk(w.channel(1, 0), &theirs, sizeof theirs); });
+    LoneRankContext ctx(w, health);
+    int32_t mine = 2;
+    CollArgs a;
+    a.send = a.recv = &mine;
+    a.count = 1;
+    a.dtype = weftInt32;
+    const Status st = directAllReduce(ctx, a);
+    EXPECT_TRUE(st.isOk()) << st.message();
+    EXPECT_EQ(mine, 42);
+    EXPECT_EQ(health.checks, 1);
+  }
+  {  // a receive of two chunks, both sent during the check
+    World w(2, kTiny, std::chrono::seconds(5));
+    std::vector<char> sent(2 * kTiny.slotBytes), got(sent.size(), 0);
+    for (size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<char>(i * 7 + 1);
+    PeerLeavesDuringCheck health([&] {
+      sendChunk(w.channel(1, 0), sent.data(), kTiny.slotBytes);
+      sendChunk(w.channel(1, 0), sent.data() + kTiny.slotBytes, kTiny.slotBytes);
+    });
+    LoneRankContext ctx(w, health);
+    const P2POp ops[] = {{false, 1, got.data(), got.size()}};
+    const Status st = runP2P(ctx, ops);
+    EXPECT_TRUE(st.isOk()) << st.message();
+    EXPECT_EQ(got, sent);
+    EXPECT_EQ(w.channel(1, 0).unread(), 0u);
+  }
+  {  // nothing comes: the failure is reported after that one more pass
+    World w(2, kTiny, std::chrono::seconds(5));
+    PeerLeavesDuringCheck health(nullptr);
+    LoneRankContext ctx(w, health);
+    int32_t mine = 2;
+    CollArgs a;
+    a.send = a.recv = &mine;
+    a.count = 1;
+    a.dtype = weftInt32;
+    const Status st = directAllReduce(ctx, a);
+    EXPECT_EQ(st.code(), weftRemoteError) << st.message();
+    EXPECT_NE(st.message().find("died"), std::string::npos) << st.message();
+    EXPECT_EQ(health.checks, 2);
+  }
+}
+
 TEST(AlgorithmsTest, MissingRankTimesOut) {
   const auto start = Clock::now();
   auto st = runWorld(

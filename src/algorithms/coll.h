@@ -90,15 +90,20 @@ class Progress {
   void made() {
     idleRounds_ = 0;
     failureSeen_ = false;
+    recheck_ = false;
   }
   // Call after a pass that moved nothing. Returns an error to give up with.
   Status idle();
 
  private:
+  Status checkHealth();  // check(), with one more pass on a failure
   HealthMonitor& health_;
   uint32_t idleRounds_ = 0;
   // A failure was seen and one more pass was granted (see idle()).
   bool failureSeen_ = false;
+  // check() failed before that pass: check again after it, and report this.
+  bool recheck_ = false;
+  Status deferred_;
   int64_t nextCheckNs_ = 0;  // CLOCK_MONOTONIC time of the next due check()
 };
 
