@@ -21,6 +21,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -37,12 +38,18 @@ using Clock = std::chrono::steady_clock;
 
 class MemChannel final : public SendChannel, public RecvChannel {
  public:
-  MemChannel(size_t slotBytes, int depth, bool canPublish)
+  // lazy: commitFrom() reads its source only when the receiver first peeks at
+  // the message, the latest a transport that sends from the caller's memory
+  // (TCP) may read it. A collective that writes such a source too early then
+  // delivers the wrong bytes.
+  MemChannel(size_t slotBytes, int depth, bool canPublish, bool lazy = false)
       : slotBytes_(slotBytes),
         depth_(depth),
         canPublish_(canPublish),
+        lazy_(lazy),
         sizes_(depth),
         published_(depth),
+        lazySources_(depth),
         data_(slotBytes * depth + 64) {}
 
   void* tryAcquire() override {
@@ -59,6 +66,15 @@ class MemChannel final : public SendChannel, public RecvChannel {
     published_[h % depth_] = nullptr;
     head_.store(h + 1, std::memory_order_release);
   }
+  void commitFrom(void* slot, const void* src, size_t bytes) override {
+    if (!lazy_) return SendChannel::commitFrom(slot, src, bytes);
+    if (slot != this->slot(head_.load(std::memory_order_relaxed))) misuse_.fetch_add(1);
+    lazySources_[head_.load(std::memory_order_relaxed) % depth_] = static_cast<const char*>(src);
+    lazyUnread_.fetch_add(1);
+    commit(bytes);
+  }
+  bool sourcesInUse() override { return lazyUnread_.load(std::memory_order_acquire) != 0; }
+  bool readsSourceLater() const override { return lazy_; }
   bool canPublish() const override { return canPublish_; }
   void publish(const void* src, size_t bytes) override {
     if (!acquired_ || !canPublish_) misuse_.fetch_add(1);
@@ -79,6 +95,10 @@ class MemChannel final : public SendChannel, public RecvChannel {
     if (t == head_.load(std::memory_order_acquire)) return nullptr;
     peeked_ = true;
     *bytes = sizes_[t % depth_];
+    if (const char* src = std::exchange(lazySources_[t % depth_], nullptr)) {
+      std::memcpy(slot(t), src, *bytes);
+      lazyUnread_.fetch_sub(1, std::memory_order_release);
+    }
     return slot(t);
   }
   void release() override {
@@ -123,8 +143,11 @@ class MemChannel final : public SendChannel, public RecvChannel {
   const size_t slotBytes_;
   const int depth_;
   const bool canPublish_;
+  const bool lazy_;
   std::vector<size_t> sizes_;
-  std::vector<const char*> published_;  // per slot: the published buffer, or null for data
+  std::vector<const char*> published_;    // per slot: the published buffer, or null for data
+  std::vector<const char*> lazySources_;  // per slot: a lazy commitFrom's source, not read yet
+  std::atomic<int> lazyUnread_{0};
   std::vector<char> data_;
   std::atomic<int> publishedOut_{0};
   alignas(64) std::atomic<uint64_t> head_{0};
@@ -139,6 +162,7 @@ struct ChannelConfig {
   int depth;
   bool publish = false;         // channels can publish (single copy)
   size_t directMin = SIZE_MAX;  // CollContext::directMinBytes()
+  bool lazy = false;            // commitFrom() reads its source late (MemChannel)
 };
 constexpr ChannelConfig kTiny{256, 2};
 constexpr ChannelConfig kRoomy{64 * 1024, 4};
@@ -146,10 +170,13 @@ constexpr ChannelConfig kRoomy{64 * 1024, 4};
 // has a FIFO chunk's size and a mismatch shows as one).
 constexpr ChannelConfig kTinyDirect{256, 2, true, 1000};
 constexpr ChannelConfig kRoomyDirect{64 * 1024, 4, true, 100000};
+// As over TCP: sends from the collective's own buffers are read late.
+constexpr ChannelConfig kTinyLazy{256, 2, false, SIZE_MAX, true};
 
 std::string str(ChannelConfig c) {
   std::string s = std::to_string(c.depth) + "x" + std::to_string(c.slotBytes) + "B";
   if (c.publish) s += " direct>=" + std::to_string(c.directMin) + "B";
+  if (c.lazy) s += " lazy";
   return s;
 }
 
@@ -157,7 +184,8 @@ struct World {
   World(int n, ChannelConfig cfg, std::chrono::milliseconds timeout)
       : n(n), cfg(cfg), timeout(timeout) {
     for (int i = 0; i < n * n; ++i)
-      channels.push_back(std::make_unique<MemChannel>(cfg.slotBytes, cfg.depth, cfg.publish));
+      channels.push_back(
+          std::make_unique<MemChannel>(cfg.slotBytes, cfg.depth, cfg.publish, cfg.lazy));
   }
   MemChannel& channel(int from, int to) { return *channels[from * n + to]; }
   int n;
@@ -567,7 +595,7 @@ Case allReduceCase(const char* expectAlgo, weftDataType_t dt, Op op, size_t coun
 
 void allReduceMatrix(const char* env, const char* expectAlgo) {
   ScopedAlgoEnv scoped(env);
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kRankCounts) {
       std::vector<Case> cases;
       for (weftDataType_t dt : kDtypes) {
@@ -660,7 +688,7 @@ Case reduceScatterCase(weftDataType_t dt, Op op, size_t count, int n, ChannelCon
 }
 
 TEST(AlgorithmsTest, ReduceScatter) {
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kRankCounts) {
       std::vector<Case> cases;
       for (weftDataType_t dt : kDtypes) {
@@ -730,7 +758,7 @@ Case reduceCase(weftDataType_t dt, Op op, size_t count, int n, int root, Channel
 }
 
 TEST(AlgorithmsTest, Reduce) {
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kRankCounts) {
       std::vector<Case> cases;
       for (int root : rootsFor(n)) {
@@ -930,7 +958,7 @@ Case scatterCase(weftDataType_t dt, size_t count, int n, int root, ChannelConfig
 using MoveCaseFn = Case (*)(weftDataType_t, size_t, int, int, ChannelConfig, bool);
 
 void moveMatrix(bool rooted, MoveCaseFn make) {
-  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyDirect, kRoomyDirect}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyDirect, kRoomyDirect, kTinyLazy}) {
     for (int n : kRankCounts) {
       std::vector<Case> cases;
       for (int root : rooted ? rootsFor(n) : std::vector<int>{0}) {
@@ -1083,7 +1111,7 @@ TEST(AlgorithmsTest, P2PAllToAllWithSelf) {
     for (int p = n - 1; p >= 0; --p) v.push_back(p);
     return v;
   };
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kRankCounts) checkP2P(n, cfg, {5, 0, 300, 4096}, everyone, everyone);
   }
 }
@@ -1549,7 +1577,7 @@ constexpr size_t kSeveralChunks = 5003;  // ~80 tiny slots of floats
 
 void forcedAllReduce(const char* env, const char* name) {
   ScopedAlgoEnv scoped(env);
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kEveryRankCount) {
       std::vector<Case> cases;
       for (weftDataType_t dt : kForcedDtypes) {
@@ -1583,7 +1611,7 @@ TEST(AlgorithmsTest, AllReduceRecDoubling) {
 
 void forcedReduceScatter(const char* env) {
   ScopedAlgoEnv scoped(env);
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kEveryRankCount) {
       std::vector<Case> cases;
       for (weftDataType_t dt : kForcedDtypes) {
@@ -1609,7 +1637,7 @@ TEST(AlgorithmsTest, ReduceScatterRhd) {
 
 TEST(AlgorithmsTest, ReduceBinomial) {
   ScopedAlgoEnv scoped("reduce:binomial");
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kEveryRankCount) {
       std::vector<Case> cases;
       for (int root : rootsFor(n)) {
@@ -1634,7 +1662,7 @@ TEST(AlgorithmsTest, ReduceBinomial) {
 // Data movement forced to one algorithm, every rank count 1..8, FIFO channels.
 void forcedMove(const char* env, bool rooted, MoveCaseFn make) {
   ScopedAlgoEnv scoped(env);
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kEveryRankCount) {
       std::vector<Case> cases;
       std::vector<int> roots = rooted ? rootsFor(n) : std::vector<int>{0};
@@ -1767,7 +1795,7 @@ TEST(AlgorithmsTest, Hierarchical) {
   for (const auto& layout : layouts) {
     HostsScope hosts(layout);
     const int n = static_cast<int>(layout.size());
-    for (ChannelConfig cfg : {kTiny, kRoomy}) {
+    for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
       std::vector<Case> cases;
       for (weftDataType_t dt : {weftFloat32, weftInt8}) {
         for (Op op : kAllOps) {
@@ -1877,7 +1905,7 @@ Case allToAllVCase(weftDataType_t dt, int n, ChannelConfig cfg, unsigned seed, s
 }
 
 TEST(AlgorithmsTest, AllToAllV) {
-  for (ChannelConfig cfg : {kTiny, kRoomy}) {
+  for (ChannelConfig cfg : {kTiny, kRoomy, kTinyLazy}) {
     for (int n : kEveryRankCount) {
       std::vector<Case> cases;
       unsigned seed = 1;

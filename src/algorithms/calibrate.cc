@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/detail.h"
 #include "algorithms/select.h"
 #include "algorithms/tuner.h"
 #include "base/env.h"
@@ -233,7 +234,10 @@ Status broadcastBytes(CollContext& ctx, void* data, size_t bytes) {
   a.count = bytes;
   a.dtype = weftUint8;
   a.root = 0;
-  return chainBroadcast(ctx, a);
+  WEFT_RETURN_IF_ERROR(chainBroadcast(ctx, a));
+  // The root's sends may read `data`, a local of the caller, for a while yet.
+  Progress progress(ctx.health());
+  return algo::waitSourcesRead(ctx, progress);
 }
 
 // On an oversubscribed host (tuner.h) the ping-pong measured the hand-off

@@ -30,4 +30,11 @@ inline size_t directMinBytes(const CollContext& ctx, const CollArgs& a) {
 // The error for a received slot that does not hold the expected byte count.
 Status sizeMismatch(size_t got, size_t expected);
 
+// Waits until no channel to a peer still reads a commitFrom() source, so
+// that the caller may write or free those buffers. An algorithm that returns
+// to the user needs no such wait (the end of the collective flushes every
+// channel); one that writes a buffer it sent from, or a caller that runs an
+// algorithm as one stage of its own, does.
+Status waitSourcesRead(CollContext& ctx, Progress& progress);
+
 }  // namespace weft::algo

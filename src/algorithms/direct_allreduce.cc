@@ -80,10 +80,7 @@ Status directAllReduce(CollContext& ctx, const CollArgs& a) {
   // A transport that sends from `local` itself (TCP) may still be reading
   // it: the output may be that very buffer (in place), and the caller may
   // reuse it after we return. Usually the kernel took the bytes long ago.
-  for (int s = 1; s < n; ++s) {
-    SendChannel& ch = ctx.sendTo(algo::mod(r + s, n));
-    while (ch.sourcesInUse()) WEFT_RETURN_IF_ERROR(progress.idle());
-  }
+  WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(ctx, progress));
 
   const kernels::ReduceKind kind = a.op.preMul ? kernels::ReduceKind::Sum : a.op.kind;
   kernels::reduceMany(out, srcs.data(), n, a.count, a.dtype, kind);

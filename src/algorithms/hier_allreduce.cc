@@ -46,6 +46,9 @@ Status hierAllReduce(CollContext& ctx, const CollArgs& a) {
   if (layout.hosts.size() > 1 && slice.count > 0) {
     algo::SubContext across(ctx, layout.slice(li));
     WEFT_RETURN_IF_ERROR(ringAllReduce(across, slice));
+    // The ring may still send from the slice (over TCP), which finish() is
+    // about to divide.
+    WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(across, progress));
   }
   finish(slice.recv, slice.count, a, n);
   return algo::doublingAllGather(host, progress, out, bounds.data(), es);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/detail.h"
 #include "algorithms/tuner.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -138,6 +139,9 @@ Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpu
     a.root = 0;
     WEFT_RETURN_IF_ERROR(chainBroadcast(ctx, a));
   }
+  // Sends may still read `mine`, `all` or `answer`, which end with this call.
+  Progress progress(ctx.health());
+  WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(ctx, progress));
   *hostCpus = std::max(answer, 0);
   return Status::ok();
 }

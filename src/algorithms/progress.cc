@@ -129,6 +129,15 @@ Status Progress::checkHealth() {
   return Status::ok();
 }
 
+Status algo::waitSourcesRead(CollContext& ctx, Progress& progress) {
+  for (int p = 0; p < ctx.nranks(); ++p) {
+    if (p == ctx.rank()) continue;
+    SendChannel& ch = ctx.sendTo(p);
+    while (ch.sourcesInUse()) WEFT_RETURN_IF_ERROR(progress.idle());
+  }
+  return Status::ok();
+}
+
 Status algo::sizeMismatch(size_t got, size_t expected) {
   return makeError(weftInvalidUsage,
                    "rank got a %zu-byte message where %zu were expected: ranks called different "
