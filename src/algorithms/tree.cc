@@ -2,7 +2,6 @@
 #include "algorithms/tree.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "algorithms/detail.h"
 #include "algorithms/exchange.h"
@@ -15,19 +14,33 @@ namespace {
 
 struct Stream {
   int tree;
-  bool up;    // partial sums towards the root (else results towards the leaves)
-  int child;  // receiving side of an up stream: which child it comes from
+  bool up;     // partial sums towards the root (else results towards the leaves)
+  int child;   // receiving side of an up stream: which child it comes from
+  size_t lag;  // chunk k of this stream has the place k + lag in its lane's order
 };
 
 // The streams on one channel and how far along their merged order it is:
-// message (k, streams[idx]) for chunk k, in order of k then tree.
+// at place p, streams[idx] carries its chunk p - lag (if it has one), in
+// order of place, then of stream.
 struct Lane {
   int peer = -1;
   std::vector<Stream> streams;
-  size_t k = 0;
+  size_t place = 0;
   size_t idx = 0;
   size_t left = 0;  // messages still to go
 };
+
+// Where one channel carries both an up and a down stream (an allreduce whose
+// two trees join the same pair of ranks, as every pair with 2 ranks), down
+// chunk k waits for up chunk k to climb to the root and come back, which
+// takes about two tree depths. Placed at k alone, it would stop the up
+// stream behind it for that whole round trip, every chunk; placed that many
+// chunks later, the up stream keeps flowing. Both ends compute the same lag.
+size_t downLag(int nranks) {
+  size_t depth = 0;
+  while ((size_t{1} << depth) < static_cast<size_t>(nranks)) ++depth;
+  return 2 * depth + 2;
+}
 
 }  // namespace
 
@@ -39,6 +52,7 @@ Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<co
   const bool downPhase = mode != TreeMode::Reduce;
   const CollArgs acc = accumulating(a);
   const int nt = static_cast<int>(trees.size());
+  const size_t lag = upPhase && downPhase ? downLag(ctx.nranks()) : 0;
 
   std::vector<size_t> chunks(nt), reduced(nt), final_(nt);
   std::vector<std::vector<size_t>> childNext(nt);
@@ -76,29 +90,31 @@ Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<co
     const TreeSpec& ts = trees[t];
     if (chunks[t] == 0) continue;
     if (ts.parent >= 0) {
-      if (upPhase) lane(out, ts.parent).streams.push_back({t, true, -1});
-      if (downPhase) lane(in, ts.parent).streams.push_back({t, false, -1});
+      if (upPhase) lane(out, ts.parent).streams.push_back({t, true, -1, 0});
+      if (downPhase) lane(in, ts.parent).streams.push_back({t, false, -1, lag});
     }
     for (size_t j = 0; j < ts.children.size(); ++j) {
-      if (downPhase) lane(out, ts.children[j]).streams.push_back({t, false, -1});
-      if (upPhase) lane(in, ts.children[j]).streams.push_back({t, true, static_cast<int>(j)});
+      if (downPhase) lane(out, ts.children[j]).streams.push_back({t, false, -1, lag});
+      if (upPhase) lane(in, ts.children[j]).streams.push_back({t, true, static_cast<int>(j), 0});
     }
   }
+  auto step = [](Lane& l) {
+    if (++l.idx == l.streams.size()) {
+      l.idx = 0;
+      ++l.place;
+    }
+  };
   // Moves a lane's cursor to its next message that exists (or the end).
   auto settle = [&](Lane& l) {
-    while (l.left > 0 && chunks[l.streams[l.idx].tree] <= l.k) {
-      if (++l.idx == l.streams.size()) {
-        l.idx = 0;
-        ++l.k;
-      }
+    while (l.left > 0) {
+      const Stream& s = l.streams[l.idx];
+      if (l.place >= s.lag && l.place - s.lag < chunks[s.tree]) return;
+      step(l);
     }
   };
   auto advance = [&](Lane& l) {
     --l.left;
-    if (++l.idx == l.streams.size()) {
-      l.idx = 0;
-      ++l.k;
-    }
+    step(l);
     settle(l);
   };
   size_t pending = 0;
@@ -117,13 +133,14 @@ Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<co
       SendChannel& ch = ctx.sendTo(l.peer);
       while (l.left > 0) {
         const Stream& s = l.streams[l.idx];
-        const size_t k = l.k;
+        const size_t k = l.place - s.lag;
         if (k >= (s.up ? reduced[s.tree] : final_[s.tree])) break;
         void* slot = ch.tryAcquire();
         if (!slot) break;
-        const size_t bytes = len(s.tree, k) * es;
-        std::memcpy(slot, at(s.tree, k), bytes);
-        ch.commit(bytes);
+        // Sent from buf itself (over TCP without a copy into the slot): an
+        // up chunk is overwritten only by its down chunk, which comes after
+        // the parent received it, and nothing else writes a chunk sent.
+        ch.commitFrom(slot, at(s.tree, k), len(s.tree, k) * es);
         advance(l);
         --pending;
         moved = true;
@@ -134,7 +151,7 @@ Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<co
       while (l.left > 0) {
         const Stream& s = l.streams[l.idx];
         const int t = s.tree;
-        const size_t k = l.k;
+        const size_t k = l.place - s.lag;
         if (s.up && s.child > 0 && childNext[t][s.child - 1] <= k) break;  // fold in order
         size_t have = 0;
         const void* data = ch.tryPeek(&have);
@@ -162,7 +179,8 @@ Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<co
       WEFT_RETURN_IF_ERROR(progress.idle());
     }
   }
-  return Status::ok();
+  // buf may be a caller's scratch (binomial reduce), freed on return.
+  return waitSourcesRead(ctx, progress);
 }
 
 }  // namespace weft::algo

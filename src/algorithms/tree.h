@@ -31,7 +31,9 @@ enum class TreeMode {
 //
 // Two trees may use the same pair of ranks (in either direction), so messages
 // on one channel follow a fixed order that sender and receiver both know:
-// chunk index first, then tree. Every message that arrives can be taken at
+// chunk index first (in an allreduce, a down chunk counts as a few chunks
+// later, so that the up stream sharing its channel is not held up: tree.cc),
+// then tree. Every message that arrives can be taken at
 // once (partial sums fold straight into buf, broadcast chunks land in buf),
 // except that a child's chunk k is folded only after the children before it
 // folded theirs, so the result does not depend on timing. Nothing waits on a
