@@ -1385,18 +1385,23 @@ void sendChunk(MemChannel& ch, const void* data, size_t bytes) {
   ch.commit(bytes);
 }
 
+// Rank 0's side of a one-element int32 direct allreduce, in place.
+Status loneDirectAllReduce(World& w, HealthMonitor& health, int32_t* value) {
+  LoneRankContext ctx(w, health);
+  CollArgs a;
+  a.send = a.recv = value;
+  a.count = 1;
+  a.dtype = weftInt32;
+  return directAllReduce(ctx, a);
+}
+
 TEST(AlgorithmsTest, DataSentBeforeAFailedCheckIsStillUsed) {
   {  // direct allreduce: the peer's contribution lands during the check
     World w(2, kTiny, std::chrono::seconds(5));
     const int32_t theirs = 40;
     PeerLeavesDuringCheck health([&] { sendChunk(w.channel(1, 0), &theirs, sizeof theirs); });
-    LoneRankContext ctx(w, health);
     int32_t mine = 2;
-    CollArgs a;
-    a.send = a.recv = &mine;
-    a.count = 1;
-    a.dtype = weftInt32;
-    const Status st = directAllReduce(ctx, a);
+    const Status st = loneDirectAllReduce(w, health, &mine);
     EXPECT_TRUE(st.isOk()) << st.message();
     EXPECT_EQ(mine, 42);
     EXPECT_EQ(health.checks, 1);
@@ -1419,13 +1424,8 @@ TEST(AlgorithmsTest, DataSentBeforeAFailedCheckIsStillUsed) {
   {  // nothing comes: the failure is reported after that one more pass
     World w(2, kTiny, std::chrono::seconds(5));
     PeerLeavesDuringCheck health(nullptr);
-    LoneRankContext ctx(w, health);
     int32_t mine = 2;
-    CollArgs a;
-    a.send = a.recv = &mine;
-    a.count = 1;
-    a.dtype = weftInt32;
-    const Status st = directAllReduce(ctx, a);
+    const Status st = loneDirectAllReduce(w, health, &mine);
     EXPECT_EQ(st.code(), weftRemoteError) << st.message();
     EXPECT_NE(st.message().find("died"), std::string::npos) << st.message();
     EXPECT_EQ(health.checks, 2);
