@@ -1659,6 +1659,27 @@ TEST(AlgorithmsTest, ReduceBinomial) {
   }
 }
 
+// The tree engine claims any slot count: with one slot per channel, an up
+// and a down stream sharing a channel (the allreduce's lag) must still not
+// wait on each other.
+TEST(AlgorithmsTest, TreesWithOneSlotPerChannel) {
+  constexpr ChannelConfig kOneSlot{256, 1};
+  ScopedAlgoEnv scoped("allreduce:tree,reduce:binomial,broadcast:binomial");
+  for (int n : kEveryRankCount) {
+    std::vector<Case> cases;
+    for (bool inPlace : {false, true}) {
+      cases.push_back(
+          allReduceCase("tree", weftFloat32, Op::Sum, kSeveralChunks, n, kOneSlot, inPlace));
+      cases.push_back(
+          allReduceCase("tree", weftInt8, Op::Avg, kSeveralChunks + 1, n, kOneSlot, inPlace));
+      cases.push_back(
+          reduceCase(weftFloat32, Op::Max, kSeveralChunks, n, n / 2, kOneSlot, inPlace));
+      cases.push_back(broadcastCase(weftInt8, kSeveralChunks, n, n - 1, kOneSlot, inPlace));
+    }
+    runCases(n, kOneSlot, cases);
+  }
+}
+
 // Data movement forced to one algorithm, every rank count 1..8, FIFO channels.
 void forcedMove(const char* env, bool rooted, MoveCaseFn make) {
   ScopedAlgoEnv scoped(env);
