@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/detail.h"
 #include "algorithms/select.h"
 #include "base/dtype.h"
 
@@ -1078,7 +1079,12 @@ void checkP2P(int n, ChannelConfig cfg, const std::vector<size_t>& msgs,
       for (size_t k = 0; k < msgs.size(); ++k, ++si)
         ops.push_back({true, to, sendBufs[si].data(), msgs[k]});
     }
-    return runP2P(ctx, ops);
+    Status st = runP2P(ctx, ops);
+    // As the communicator does after every call (Transports::flush): the
+    // send buffers end with this lambda, and a lazy channel reads late.
+    Progress progress(ctx.health());
+    if (st.isOk()) st = algo::waitSourcesRead(ctx, progress);
+    return st;
   });
   ASSERT_EQ(firstError(st), "");
   for (int r = 0; r < n; ++r) {
