@@ -33,11 +33,12 @@ enum class TreeMode {
 // on one channel follow a fixed order that sender and receiver both know:
 // chunk index first (in an allreduce, a down chunk counts as a few chunks
 // later, so that the up stream sharing its channel is not held up: tree.cc),
-// then tree. Every message that arrives can be taken at
-// once (partial sums fold straight into buf, broadcast chunks land in buf),
-// except that a child's chunk k is folded only after the children before it
-// folded theirs, so the result does not depend on timing. Nothing waits on a
-// message ordered later than itself, so any slot count works.
+// then tree. Every message that arrives can be taken at once (partial sums
+// fold straight into buf, broadcast chunks land in buf), except that a
+// child's chunk k is folded only after the children before it folded
+// theirs, so the result does not depend on timing. Nothing waits on a
+// message ordered later than itself, so any slot count works. Sends read buf
+// itself (SendChannel::commitFrom); the call returns once they are done.
 Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<const TreeSpec> trees,
                 char* buf);
 
