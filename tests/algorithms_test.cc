@@ -222,12 +222,14 @@ class TestHealth final : public HealthMonitor {
 
 class TestContext final : public CollContext {
  public:
-  TestContext(World& w, int rank) : w_(w), rank_(rank), health_(w) {}
+  // health: a monitor of the test's own instead of the world's deadline.
+  TestContext(World& w, int rank, HealthMonitor* health = nullptr)
+      : w_(w), rank_(rank), health_(w), override_(health) {}
   int rank() const override { return rank_; }
   int nranks() const override { return w_.n; }
   SendChannel& sendTo(int peer) override { return w_.channel(rank_, peer); }
   RecvChannel& recvFrom(int peer) override { return w_.channel(peer, rank_); }
-  HealthMonitor& health() override { return health_; }
+  HealthMonitor& health() override { return override_ ? *override_ : health_; }
   size_t chunkBytes() const override { return w_.cfg.slotBytes; }
   size_t directMinBytes() const override { return w_.cfg.directMin; }
   int hostOf(int rank) const override { return w_.hosts.empty() ? 0 : w_.hosts[rank]; }
@@ -243,6 +245,7 @@ class TestContext final : public CollContext {
   World& w_;
   int rank_;
   TestHealth health_;
+  HealthMonitor* override_;
 };
 
 using RankFn = std::function<Status(CollContext&)>;
@@ -1366,24 +1369,6 @@ class PeerLeavesDuringCheck final : public HealthMonitor {
   std::function<void()> lastSend_;
 };
 
-// Rank 0 of a world whose other ranks are played by the test.
-class LoneRankContext final : public CollContext {
- public:
-  LoneRankContext(World& w, HealthMonitor& health) : w_(w), health_(health) {}
-  int rank() const override { return 0; }
-  int nranks() const override { return w_.n; }
-  SendChannel& sendTo(int peer) override { return w_.channel(0, peer); }
-  RecvChannel& recvFrom(int peer) override { return w_.channel(peer, 0); }
-  HealthMonitor& health() override { return health_; }
-  size_t chunkBytes() const override { return w_.cfg.slotBytes; }
-  size_t directMinBytes() const override { return w_.cfg.directMin; }
-  int hostOf(int) const override { return 0; }
-
- private:
-  World& w_;
-  HealthMonitor& health_;
-};
-
 void sendChunk(MemChannel& ch, const void* data, size_t bytes) {
   void* slot = ch.tryAcquire();
   ASSERT_NE(slot, nullptr);
@@ -1391,9 +1376,10 @@ void sendChunk(MemChannel& ch, const void* data, size_t bytes) {
   ch.commit(bytes);
 }
 
-// Rank 0's side of a one-element int32 direct allreduce, in place.
+// Rank 0's side of a one-element int32 direct allreduce, in place; the test
+// plays the other rank.
 Status loneDirectAllReduce(World& w, HealthMonitor& health, int32_t* value) {
-  LoneRankContext ctx(w, health);
+  TestContext ctx(w, 0, &health);
   CollArgs a;
   a.send = a.recv = value;
   a.count = 1;
@@ -1420,7 +1406,7 @@ TEST(AlgorithmsTest, DataSentBeforeAFailedCheckIsStillUsed) {
       sendChunk(w.channel(1, 0), sent.data(), kTiny.slotBytes);
       sendChunk(w.channel(1, 0), sent.data() + kTiny.slotBytes, kTiny.slotBytes);
     });
-    LoneRankContext ctx(w, health);
+    TestContext ctx(w, 0, &health);
     const P2POp ops[] = {{false, 1, got.data(), got.size()}};
     const Status st = runP2P(ctx, ops);
     EXPECT_TRUE(st.isOk()) << st.message();
