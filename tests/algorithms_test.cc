@@ -171,8 +171,8 @@ constexpr ChannelConfig kRoomy{64 * 1024, 4};
 // has a FIFO chunk's size and a mismatch shows as one).
 constexpr ChannelConfig kTinyDirect{256, 2, true, 1000};
 constexpr ChannelConfig kRoomyDirect{64 * 1024, 4, true, 100000};
-// As over TCP: sends from the collective's own buffers are read late.
-constexpr ChannelConfig kTinyLazy{256, 2, false, SIZE_MAX, true};
+// As over TCP: 16 slots, and sends from the collective's own buffers are read late.
+constexpr ChannelConfig kTinyLazy{256, 16, false, SIZE_MAX, true};
 
 std::string str(ChannelConfig c) {
   std::string s = std::to_string(c.depth) + "x" + std::to_string(c.slotBytes) + "B";
@@ -231,6 +231,7 @@ class TestContext final : public CollContext {
   RecvChannel& recvFrom(int peer) override { return w_.channel(peer, rank_); }
   HealthMonitor& health() override { return override_ ? *override_ : health_; }
   size_t chunkBytes() const override { return w_.cfg.slotBytes; }
+  size_t slotsPerChannel() const override { return static_cast<size_t>(w_.cfg.depth); }
   size_t directMinBytes() const override { return w_.cfg.directMin; }
   int hostOf(int rank) const override { return w_.hosts.empty() ? 0 : w_.hosts[rank]; }
   void armDeadline() { health_.arm(); }

@@ -119,6 +119,10 @@ class CollContext {
   virtual HealthMonitor& health() = 0;
   // Bytes per pipelined chunk; equals every channel's slotBytes().
   virtual size_t chunkBytes() const = 0;
+  // The fewest slots any channel of the communicator has, the same on every
+  // rank: an algorithm whose message order depends on it (ring_schedule.h)
+  // gets the same order on both ends of every channel.
+  virtual size_t slotsPerChannel() const { return 2; }
   // Messages of at least this many bytes go by single copy where the channel
   // can publish (SendChannel::canPublish); SIZE_MAX turns that off.
   virtual size_t directMinBytes() const { return SIZE_MAX; }

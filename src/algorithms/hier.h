@@ -60,6 +60,7 @@ class SubContext final : public CollContext {
   RecvChannel& recvFrom(int peer) override { return parent_.recvFrom(members_[peer]); }
   HealthMonitor& health() override { return parent_.health(); }
   size_t chunkBytes() const override { return parent_.chunkBytes(); }
+  size_t slotsPerChannel() const override { return parent_.slotsPerChannel(); }
   int hostOf(int rank) const override { return parent_.hostOf(members_[rank]); }
 
  private:

@@ -1,17 +1,16 @@
 // Ring all-gather around r -> r+1, pipelined one chunk (channel slot) at a
-// time. Step 0 sends this rank's block; step t receives block r-t, forwards it
-// (except at the last step, whose block the next rank started from) and
-// copies it into place. In place when send == recv + r*count: the self copy
-// is skipped.
+// time, with several chunks in flight (ring_schedule.h). Step 0 sends this rank's block; step t
+// receives block r-t, forwards it (except at the last step, whose block the next rank started from)
+// and copies it into place. In place when send == recv + r*count: the self copy is skipped.
 //
 // Cost, n ranks, N = n*count bytes in total: n-1 steps; each rank sends and
-// receives (n-1)/n * N bytes. Deadlock-free with >= 2 slots per channel: a
-// rank is never more than one message ahead of what it has received.
+// receives (n-1)/n * N bytes. Deadlock-free with >= 2 slots per channel.
 #include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/detail.h"
+#include "algorithms/ring_schedule.h"
 #include "base/dtype.h"
 #include "kernels/reduce.h"
 
@@ -34,35 +33,42 @@ Status ringAllGather(CollContext& ctx, const CollArgs& a) {
   Progress progress(ctx.health());
   const size_t chunkElems = ctx.chunkBytes() / es;
 
-  auto dstAt = [&](int b, size_t off) {
-    return out + static_cast<size_t>(b) * blockBytes + off * es;
+  const size_t passes = (count + chunkElems - 1) / chunkElems;
+  const size_t messages = static_cast<size_t>(n - 1);
+  const size_t stride = algo::ringStride(messages, ctx.slotsPerChannel());
+  // Step j of a pass moves block r-j.
+  auto dstAt = [&](size_t p, size_t j) {
+    const int b = algo::mod(r - static_cast<int>(j), n);
+    return out + static_cast<size_t>(b) * blockBytes + p * chunkElems * es;
   };
+  auto bytesAt = [&](size_t p) { return std::min(chunkElems, count - p * chunkElems) * es; };
   if (prev.canLand()) {
-    for (size_t off = 0; off < count; off += chunkElems)
-      for (int t = 1; t < n; ++t)
-        prev.land(dstAt(algo::mod(r - t, n), off), std::min(chunkElems, count - off) * es);
+    (void)algo::forEachRingStep(passes, messages, stride, [&](size_t p, size_t j) {
+      if (j > 0) prev.land(dstAt(p, j), bytesAt(p));
+      return Status::ok();
+    });
   }
 
-  for (size_t off = 0; off < count; off += chunkElems) {
-    const size_t bytes = std::min(chunkElems, count - off) * es;
+  return algo::forEachRingStep(passes, messages, stride, [&](size_t p, size_t j) -> Status {
+    const size_t bytes = bytesAt(p);
     void* slot;
-    WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-    next.commitFrom(slot, in + off * es, bytes);
-
-    for (int t = 1; t < n; ++t) {
-      char* dst = dstAt(algo::mod(r - t, n), off);
-      const void* incoming;
-      WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, bytes, &incoming));
-      if (incoming != dst) kernels::copyOut(dst, incoming, bytes, blockBytes * n);
-      prev.release();
-      // Forwarded from its place in the output, which nothing writes again.
-      if (t < n - 1) {
-        WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-        next.commitFrom(slot, dst, bytes);
-      }
+    if (j == 0) {
+      WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
+      next.commitFrom(slot, in + p * chunkElems * es, bytes);
+      return Status::ok();
     }
-  }
-  return Status::ok();
+    char* dst = dstAt(p, j);
+    const void* incoming;
+    WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, bytes, &incoming));
+    if (incoming != dst) kernels::copyOut(dst, incoming, bytes, blockBytes * n);
+    prev.release();
+    // Forwarded from its place in the output, which nothing writes again.
+    if (j < messages) {
+      WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
+      next.commitFrom(slot, dst, bytes);
+    }
+    return Status::ok();
+  });
 }
 
 }  // namespace weft

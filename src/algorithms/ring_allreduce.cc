@@ -1,19 +1,21 @@
 // Ring allreduce: a reduce-scatter then an all-gather around the ring
 // r -> r+1, pipelined one chunk (channel slot) at a time.
 //
-// The buffer is cut into n blocks; each pass of the outer loop moves one
-// chunk-sized slice of every block all the way round, so sends, reductions
-// and receives of different slices overlap across ranks.
+// The buffer is cut into n blocks; each pass moves one chunk-sized slice of
+// every block all the way round in 2(n-1) messages, and several passes are
+// in flight at once (ring_schedule.h), so sends, reductions and receives of
+// different slices overlap across ranks and within one.
 //
 // Cost, n ranks, N bytes: 2(n-1) steps; each rank sends and receives
 // 2(n-1)/n * N bytes and reduces (n-1)/n * N bytes. Receive-reduce-send is
 // fused: the reduction writes straight into the next rank's slot.
-// Deadlock-free with >= 2 slots per channel: a rank is never more than one
-// message ahead of what it has received.
+// Deadlock-free with >= 2 slots per channel.
 #include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/detail.h"
+#include "algorithms/ring_schedule.h"
 #include "base/dtype.h"
 #include "kernels/reduce.h"
 
@@ -34,90 +36,93 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
   const size_t perBlock = (a.count + n - 1) / n;
   auto blockStart = [&](int b) { return std::min(a.count, perBlock * b); };
   auto blockLen = [&](int b) { return std::min(a.count, perBlock * (b + 1)) - blockStart(b); };
-  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  auto mod = [n](int x) { return algo::mod(x, n); };
   const size_t chunkElems = ctx.chunkBytes() / es;
+  const size_t passes = (perBlock + chunkElems - 1) / chunkElems;
+  // Messages per pass: n-1 of the reduce-scatter, n-1 of the all-gather.
+  const size_t messages = 2 * static_cast<size_t>(n - 1);
+  const size_t stride = algo::ringStride(messages, ctx.slotsPerChannel());
+
+  // Step j of a pass works on block blockAt(j): j < n (the reduce-scatter)
+  // sends block r-j, having received and added it for j > 0; j >= n (the
+  // all-gather) receives finished block r+n-j and forwards it. The block a
+  // step receives is the one its sender sent.
+  auto blockAt = [&](size_t j) {
+    return j < static_cast<size_t>(n) ? mod(r - int(j)) : mod(r + n - int(j));
+  };
+  auto lenAt = [&](size_t p, int b) -> size_t {
+    const size_t off = p * chunkElems, bl = blockLen(b);
+    return off >= bl ? 0 : std::min(chunkElems, bl - off);
+  };
+  auto inAt = [&](size_t p, int b) { return in + (blockStart(b) + p * chunkElems) * es; };
+  auto outAt = [&](size_t p, int b) { return out + (blockStart(b) + p * chunkElems) * es; };
 
   SendChannel& next = ctx.sendTo(mod(r + 1));
   RecvChannel& prev = ctx.recvFrom(mod(r - 1));
   Progress progress(ctx.health());
 
   // Over TCP the all-gather's blocks are read from the socket straight into
-  // place: every slot this call receives is named in order, those of the
-  // reduce-scatter (added into a slot) with no address.
+  // place: every slot this call receives is named in the order it comes,
+  // those of the reduce-scatter (added into a slot) with no address.
   if (prev.canLand()) {
-    for (size_t off = 0; off < perBlock; off += chunkElems) {
-      for (int s = 1; s < n; ++s)
-        if (off < blockLen(mod(r - s))) prev.land(nullptr, 0);
-      for (int t = 1; t < n; ++t) {
-        const int b = mod(r + 1 - t);
-        if (off < blockLen(b))
-          prev.land(out + (blockStart(b) + off) * es, std::min(chunkElems, blockLen(b) - off) * es);
+    (void)algo::forEachRingStep(passes, messages, stride, [&](size_t p, size_t j) {
+      const int b = blockAt(j);
+      const size_t c = lenAt(p, b);
+      if (j == 0 || c == 0) return Status::ok();
+      if (j < static_cast<size_t>(n)) {
+        prev.land(nullptr, 0);
+      } else {
+        prev.land(outAt(p, b), c * es);
       }
-    }
+      return Status::ok();
+    });
   }
 
-  for (size_t off = 0; off < perBlock; off += chunkElems) {
-    auto len = [&](int b) -> size_t {
-      const size_t bl = blockLen(b);
-      return off >= bl ? 0 : std::min(chunkElems, bl - off);
-    };
-    auto inAt = [&](int b) { return in + (blockStart(b) + off) * es; };
-    auto outAt = [&](int b) { return out + (blockStart(b) + off) * es; };
-
-    // Reduce-scatter. Step 0 sends this rank's own block; step s receives
-    // block r-s partially reduced by s ranks, adds ours and passes it on. The
-    // last step completes block r+1, which starts the all-gather.
-    if (const size_t c = len(r)) {
-      void* slot;
+  return algo::forEachRingStep(passes, messages, stride, [&](size_t p, size_t j) -> Status {
+    const int b = blockAt(j);
+    const size_t c = lenAt(p, b);
+    if (c == 0) return Status::ok();
+    void* slot;
+    if (j == 0) {
+      // This rank's own block starts the reduce-scatter.
       WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
       if (a.op.preMul) {
-        contribute(slot, inAt(r), c, a);
+        contribute(slot, inAt(p, b), c, a);
         next.commit(c * es);
       } else {
-        next.commitFrom(slot, inAt(r), c * es);
+        next.commitFrom(slot, inAt(p, b), c * es);
       }
+      return Status::ok();
     }
-    for (int s = 1; s < n; ++s) {
-      const int b = mod(r - s);
-      const size_t c = len(b);
-      if (c == 0) continue;
-      const void* incoming;
-      WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, c * es, &incoming));
-      void* slot;
+    const void* incoming;
+    WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, c * es, &incoming));
+    if (j < static_cast<size_t>(n) - 1) {
+      // Block b reduced by j ranks: add ours and pass it on.
       WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-      if (s < n - 1) {
-        combine(slot, inAt(b), incoming, c, a);
-        prev.release();
-        next.commit(c * es);
-      } else {
-        // The finished block goes into place and on from there (over TCP
-        // the socket reads it from the output: no copy into the slot).
-        combine(outAt(b), inAt(b), incoming, c, a);
-        finish(outAt(b), c, a, n);
-        prev.release();
-        next.commitFrom(slot, outAt(b), c * es);
-      }
-    }
-
-    // All-gather: step t receives the finished block r+1-t and forwards it,
-    // except at the last step, whose block the next rank finished itself.
-    for (int t = 1; t < n; ++t) {
-      const int b = mod(r + 1 - t);
-      const size_t c = len(b);
-      if (c == 0) continue;
-      const void* incoming;
-      WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, c * es, &incoming));
-      if (incoming != outAt(b)) kernels::copyOut(outAt(b), incoming, c * es, a.count * es);
+      combine(slot, inAt(p, b), incoming, c, a);
       prev.release();
-      // Forwarded from its place in the output, which nothing writes again.
-      if (t < n - 1) {
-        void* slot;
+      next.commit(c * es);
+    } else if (j == static_cast<size_t>(n) - 1) {
+      // Block r+1, now complete, goes into place and on from there (over
+      // TCP the socket reads it from the output: no copy into the slot).
+      WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
+      combine(outAt(p, b), inAt(p, b), incoming, c, a);
+      finish(outAt(p, b), c, a, n);
+      prev.release();
+      next.commitFrom(slot, outAt(p, b), c * es);
+    } else {
+      // A finished block; forwarded from its place in the output, which
+      // nothing writes again, except by the last step, whose block the next
+      // rank finished itself.
+      if (incoming != outAt(p, b)) kernels::copyOut(outAt(p, b), incoming, c * es, a.count * es);
+      prev.release();
+      if (j < messages) {
         WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-        next.commitFrom(slot, outAt(b), c * es);
+        next.commitFrom(slot, outAt(p, b), c * es);
       }
     }
-  }
-  return Status::ok();
+    return Status::ok();
+  });
 }
 
 }  // namespace weft

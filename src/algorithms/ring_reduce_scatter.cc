@@ -1,5 +1,6 @@
 // Ring reduce-scatter around r -> r+1, pipelined one chunk (channel slot) at
-// a time. Rank r ends with block r (recvcount elements) of the reduction.
+// a time, with several chunks in flight (ring_schedule.h). Rank r ends with
+// block r (recvcount elements) of the reduction.
 //
 // Step 0 sends block r-1; step s receives block r-1-s reduced by s ranks,
 // folds in this rank's part and passes it on, writing straight into the next
@@ -9,12 +10,12 @@
 //
 // Cost, n ranks, N = n*recvcount bytes in total: n-1 steps; each rank sends
 // and receives (n-1)/n * N bytes and reduces (n-1)/n * N bytes.
-// Deadlock-free with >= 2 slots per channel: a rank is never more than one
-// message ahead of what it has received.
+// Deadlock-free with >= 2 slots per channel.
 #include <algorithm>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/detail.h"
+#include "algorithms/ring_schedule.h"
 #include "base/dtype.h"
 
 namespace weft {
@@ -37,37 +38,42 @@ Status ringReduceScatter(CollContext& ctx, const CollArgs& a) {
   Progress progress(ctx.health());
   const size_t chunkElems = ctx.chunkBytes() / es;
 
-  for (size_t off = 0; off < count; off += chunkElems) {
+  const size_t passes = (count + chunkElems - 1) / chunkElems;
+  const size_t messages = static_cast<size_t>(n - 1);
+  const size_t stride = algo::ringStride(messages, ctx.slotsPerChannel());
+
+  // Step j of a pass works on block r-1-j.
+  return algo::forEachRingStep(passes, messages, stride, [&](size_t p, size_t j) -> Status {
+    const size_t off = p * chunkElems;
     const size_t c = std::min(chunkElems, count - off);
-    auto inAt = [&](int b) { return in + (static_cast<size_t>(b) * count + off) * es; };
-
+    const int b = algo::mod(r - 1 - static_cast<int>(j), n);
+    const char* mine = in + (static_cast<size_t>(b) * count + off) * es;
     void* slot;
-    WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-    if (a.op.preMul) {
-      contribute(slot, inAt(algo::mod(r - 1, n)), c, a);
-      next.commit(c * es);
-    } else {
-      next.commitFrom(slot, inAt(algo::mod(r - 1, n)), c * es);
-    }
-
-    for (int s = 1; s < n; ++s) {
-      const int b = algo::mod(r - 1 - s, n);
-      const void* incoming;
-      WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, c * es, &incoming));
-      if (s < n - 1) {
-        WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
-        combine(slot, inAt(b), incoming, c, a);
-        prev.release();
+    if (j == 0) {
+      WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
+      if (a.op.preMul) {
+        contribute(slot, mine, c, a);
         next.commit(c * es);
       } else {
-        char* dst = out + off * es;  // b == r
-        combine(dst, inAt(b), incoming, c, a);
-        finish(dst, c, a, n);
-        prev.release();
+        next.commitFrom(slot, mine, c * es);
       }
+      return Status::ok();
     }
-  }
-  return Status::ok();
+    const void* incoming;
+    WEFT_RETURN_IF_ERROR(peekSlot(prev, progress, c * es, &incoming));
+    if (j < messages) {
+      WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
+      combine(slot, mine, incoming, c, a);
+      prev.release();
+      next.commit(c * es);
+    } else {
+      char* dst = out + off * es;  // b == r
+      combine(dst, mine, incoming, c, a);
+      finish(dst, c, a, n);
+      prev.release();
+    }
+    return Status::ok();
+  });
 }
 
 }  // namespace weft

@@ -246,6 +246,9 @@ HealthMonitor& CommContext::health() {
 size_t CommContext::chunkBytes() const {
   return comm_.transport->slotBytes();
 }
+size_t CommContext::slotsPerChannel() const {
+  return comm_.transport->slotsPerChannel();
+}
 const Tuner* CommContext::tuner() const {
   return comm_.tuner.get();
 }

@@ -60,6 +60,7 @@ class CommContext final : public CollContext {
   RecvChannel& recvFrom(int peer) override;
   HealthMonitor& health() override;
   size_t chunkBytes() const override;
+  size_t slotsPerChannel() const override;
   size_t directMinBytes() const override;
   // From the peers' host hashes: hosts numbered in order of their lowest rank.
   int hostOf(int rank) const override;

@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -68,17 +70,23 @@ Status Transports::create(Bootstrap& bootstrap, std::unique_ptr<Transports>* out
 
   const ShmOptions shmOptions = ShmOptions::fromEnv();
   t->slotBytes_ = shmOptions.slotBytes;
-  if (anyLocalPair)
+  // Taken from the same table and options on every rank.
+  size_t fewestSlots = SIZE_MAX;
+  if (anyLocalPair) {
     WEFT_RETURN_IF_ERROR(ShmTransport::create(bootstrap, shmOptions, onShm, &t->shm_));
+    fewestSlots = shmOptions.slots;
+  }
   if (anyRemotePair) {
     // Listen on the interface WEFT_SOCKET_IFNAME/FAMILY pick, else on the
     // one this rank reached the bootstrap root through.
     net::SockAddr at = peerAddr(peers[rank]);
     bool chosen = false;
     WEFT_RETURN_IF_ERROR(net::addressFromSocketEnv(&at, &chosen));
-    WEFT_RETURN_IF_ERROR(TcpTransport::create(bootstrap, TcpOptions::fromEnv(t->slotBytes_),
-                                              t->onTcp_, at, &t->tcp_));
+    const TcpOptions tcpOptions = TcpOptions::fromEnv(t->slotBytes_);
+    WEFT_RETURN_IF_ERROR(TcpTransport::create(bootstrap, tcpOptions, t->onTcp_, at, &t->tcp_));
+    fewestSlots = std::min<size_t>(fewestSlots, tcpOptions.slots);
   }
+  if (fewestSlots != SIZE_MAX) t->slotsPerChannel_ = fewestSlots;
   t->allTcp_ = t->tcp_ != nullptr;
   for (int p = 0; p < nranks; ++p) {
     if (p == rank) continue;

@@ -35,6 +35,9 @@ class Transports {
   RecvChannel& recvFrom(int peer) { return *recv_[peer]; }
   // Every channel's slot size (the communicator's chunk size).
   size_t slotBytes() const { return slotBytes_; }
+  // The fewest slots of any channel; the same on every rank, as the
+  // options (WEFT_SHM_SLOTS, WEFT_TCP_SLOTS) must be.
+  size_t slotsPerChannel() const { return slotsPerChannel_; }
   // Single copy needs every peer on shm with cross-memory attach.
   bool directEnabled() const;
   size_t directMinBytes() const;
@@ -76,6 +79,7 @@ class Transports {
   Transports() = default;
   int rank_ = 0;
   size_t slotBytes_ = 0;
+  size_t slotsPerChannel_ = 2;
   std::vector<int> pids_;
   std::vector<bool> onTcp_;
   bool allTcp_ = false;  // every peer of this rank is on TCP
