@@ -408,6 +408,38 @@ TEST_P(Collectives, LargeCounts) {
   });
 }
 
+// TCP copes with WEFT_TCP_SLOTS set differently on some hosts, and the
+// ring's message order, which depends on the slot count
+// (algorithms/ring_schedule.h), must still be the same at both ends of every
+// channel (as must the size of the tuner's calibration stream): 16 slots on
+// ranks 0 and 2 alone would pipeline every pass one step behind the last,
+// and the 4 rank 1 gets (2, raised to two per socket) every second step.
+TEST(TcpSlots, CountsThatDifferBetweenRanksStillGiveOneRingOrder) {
+  RunOptions opts;
+  opts.env = {{"WEFT_SHM_DISABLE", "1"}, {"WEFT_ALGO", "ring"}};
+  runRanksRaw(
+      3,
+      [](const RankContext& ctx) {
+        setenv("WEFT_TCP_SLOTS", ctx.rank == 1 ? "2" : "16", 1);
+        weftComm_t comm = nullptr;
+        RANK_ASSERT(ctx.initComm(&comm) == weftSuccess);
+        {
+          RedOps ops(comm);
+          const int n = ctx.nranks;
+          uint64_t salt = 2000;
+          auto mk = [&](weftDataType_t dt, OpKind op, bool inplace, size_t count) {
+            return Case{comm, ctx.rank, n, dt, op, ops.get(dt, op), inplace, count, 0, ++salt};
+          };
+          allReduceCase(mk(weftFloat32, OpKind::kSum, false, kLarge));
+          allReduceCase(mk(weftInt32, OpKind::kMax, true, kLarge));
+          reduceScatterCase(mk(weftFloat32, OpKind::kSum, false, kLarge));
+          allGatherCase(mk(weftInt32, OpKind::kSum, true, kLarge));
+        }
+        RANK_EXPECT(weftCommDestroy(comm) == weftSuccess);
+      },
+      opts);
+}
+
 // A PreMulSum op with a device-resident scalar reads it on every use.
 TEST_P(Collectives, PreMulSumDeviceScalarIsReadEachTime) {
   runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {

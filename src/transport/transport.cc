@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 #include "base/env.h"
 #include "base/log.h"
@@ -87,6 +88,13 @@ Status Transports::create(Bootstrap& bootstrap, std::unique_ptr<Transports>* out
     fewestSlots = std::min<size_t>(fewestSlots, tcpOptions.slots);
   }
   if (fewestSlots != SIZE_MAX) t->slotsPerChannel_ = fewestSlots;
+  // The ring's message order depends on it (algorithms/ring_schedule.h), so
+  // every rank takes the fewest of all: a WEFT_TCP_SLOTS set on some hosts
+  // only, which TCP itself copes with, must not split that order.
+  std::vector<uint64_t> slotsOf(nranks, 0);
+  slotsOf[rank] = t->slotsPerChannel_;
+  WEFT_RETURN_IF_ERROR(bootstrap.allGather(slotsOf.data(), sizeof(uint64_t)));
+  t->slotsPerChannel_ = *std::min_element(slotsOf.begin(), slotsOf.end());
   t->allTcp_ = t->tcp_ != nullptr;
   for (int p = 0; p < nranks; ++p) {
     if (p == rank) continue;

@@ -35,8 +35,7 @@ class Transports {
   RecvChannel& recvFrom(int peer) { return *recv_[peer]; }
   // Every channel's slot size (the communicator's chunk size).
   size_t slotBytes() const { return slotBytes_; }
-  // The fewest slots of any channel; the same on every rank, as the
-  // options (WEFT_SHM_SLOTS, WEFT_TCP_SLOTS) must be.
+  // The fewest slots of any channel of any rank, agreed at creation.
   size_t slotsPerChannel() const { return slotsPerChannel_; }
   // Single copy needs every peer on shm with cross-memory attach.
   bool directEnabled() const;
