@@ -71,7 +71,7 @@ Status Transports::create(Bootstrap& bootstrap, std::unique_ptr<Transports>* out
 
   const ShmOptions shmOptions = ShmOptions::fromEnv();
   t->slotBytes_ = shmOptions.slotBytes;
-  // Taken from the same table and options on every rank.
+  // The fewest slots of the transports this rank uses.
   size_t fewestSlots = SIZE_MAX;
   if (anyLocalPair) {
     WEFT_RETURN_IF_ERROR(ShmTransport::create(bootstrap, shmOptions, onShm, &t->shm_));
