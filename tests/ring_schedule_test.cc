@@ -154,19 +154,25 @@ TEST(RingSchedule, StrideIsOnePerPassWithEnoughSlotsAndNeverBeyondAPass) {
 // The stride chosen never stalls a level ring and one less does: the count of
 // outstanding messages it rests on is exact.
 TEST(RingSchedule, ChosenStrideIsTheSmallestThatKeepsALevelRingMoving) {
+  std::vector<std::pair<size_t, size_t>> shapes;  // (messages, slots)
   for (size_t messages = 1; messages <= 16; ++messages)
-    for (size_t slots = 2; slots <= 18; ++slots) {
-      const size_t stride = ringStride(messages, slots);
-      const size_t passes = 2 * messages + 3;
-      std::vector<Step> steps = order(passes, messages, stride);
-      EXPECT_TRUE(ModelRing(3, slots, steps, messages).runLockstep())
-          << messages << " messages, " << slots << " slots, stride " << stride;
-      if (stride > 1) {
-        std::vector<Step> tighter = order(passes, messages, stride - 1);
-        EXPECT_FALSE(ModelRing(3, slots, tighter, messages).runLockstep())
-            << messages << " messages, " << slots << " slots, stride " << stride - 1;
-      }
+    for (size_t slots = 2; slots <= 18; ++slots) shapes.emplace_back(messages, slots);
+  for (size_t slots : {2, 3, 4, 16}) {  // 16 and 32 ranks
+    shapes.emplace_back(30, slots);
+    shapes.emplace_back(62, slots);
+  }
+  for (auto [messages, slots] : shapes) {
+    const size_t stride = ringStride(messages, slots);
+    const size_t passes = 2 * messages + 3;
+    std::vector<Step> steps = order(passes, messages, stride);
+    EXPECT_TRUE(ModelRing(3, slots, steps, messages).runLockstep())
+        << messages << " messages, " << slots << " slots, stride " << stride;
+    if (stride > 1) {
+      std::vector<Step> tighter = order(passes, messages, stride - 1);
+      EXPECT_FALSE(ModelRing(3, slots, tighter, messages).runLockstep())
+          << messages << " messages, " << slots << " slots, stride " << stride - 1;
     }
+  }
 }
 
 TEST(RingSchedule, ChosenStrideNeverStallsRanksThatRunAtDifferentSpeeds) {

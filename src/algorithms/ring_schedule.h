@@ -27,25 +27,17 @@
 
 namespace weft::algo {
 
-// Messages on one channel sent and not yet released when every rank stands
-// at step j of some pass, at the worst j: one for every pass u*stride steps
-// apart with u*stride in [-j, K-j] (u = 0 only once the pass has received).
-inline size_t ringOutstanding(size_t messages, size_t stride) {
-  size_t worst = 0;
-  for (size_t j = 0; j < messages; ++j) {
-    // Multiples of stride in [-j, K-j]: those <= 0 and those > 0.
-    size_t count = j / stride + (messages - j) / stride + (j > 0 ? 1 : 0);
-    if (count > worst) worst = count;
-  }
-  return worst;
-}
-
-// The smallest stride that keeps a free slot for every send.
+// The smallest stride that keeps a free slot for every send. When every
+// rank stands at step j of some pass, the messages on a channel sent and not
+// yet released are one per pass u*stride steps away with u*stride in
+// [-j, K-j] (u = 0 only once the step has received): floor(j/stride) +
+// floor((K-j)/stride) + [j > 0]. Its worst over j < K is floor(K/stride) + 1
+// for a stride below K and 1 for stride K, so the stride must exceed
+// K / (slots - 1), or be K.
 inline size_t ringStride(size_t messages, size_t slots) {
   if (messages == 0) return 1;
-  size_t stride = slots > 1 ? messages / slots + 1 : messages + 1;
-  while (stride <= messages && ringOutstanding(messages, stride) >= slots) ++stride;
-  return stride;
+  if (slots < 2) return messages + 1;
+  return std::min(messages, messages / (slots - 1) + 1);
 }
 
 // Calls step(pass, j) for passes x (messages + 1) steps in the order above;
