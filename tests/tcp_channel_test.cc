@@ -2,7 +2,8 @@
 // loopback: commitFrom() sends the caller's bytes, land() puts a payload
 // straight into place, a payload larger than the named space stays in the
 // slot, clearLandings() stops all writes to named addresses, and chunks that
-// go out on whichever socket has the least waiting still arrive in order.
+// go out on whichever socket has the least waiting still arrive in order,
+// and staging buffers come round again most recently freed first.
 // The collectives built on these run in tcp.* and netns_test.
 #include <gtest/gtest.h>
 
@@ -192,6 +193,51 @@ TEST(TcpChannel, ChunksOnTheLeastBusySocketArriveInOrder) {
         test::rankBarrier(comm);
       },
       opts);
+}
+
+// One chunk in flight at a time (rank 1 answers each before rank 0 sends
+// the next): every chunk, whatever its slot number, is staged in the buffer
+// the last one freed, on both sides, so a channel touches one buffer rather
+// than cycling through all of them. A buffer given back while still in use
+// would show as a chunk holding another's bytes.
+TEST(TcpChannel, StagingBuffersComeBackMostRecentlyFreedFirst) {
+  constexpr int kRounds = 40;  // more than twice the default 16 slots
+  test::runRanks(
+      2,
+      [&](weftComm_t comm, int rank, int) {
+        SendChannel& tx = comm->transport->sendTo(1 - rank);
+        RecvChannel& rx = comm->transport->recvFrom(1 - rank);
+        const void* sendStaging = nullptr;
+        const void* recvStaging = nullptr;
+        for (int m = 0; m < kRounds; ++m) {
+          size_t bytes = 0;
+          if (rank == 0) {
+            void* slot = acquireWait(comm, tx);
+            if (m == 0) sendStaging = slot;
+            RANK_EXPECT(slot == sendStaging) << "chunk " << m << " staged in another buffer";
+            const std::vector<char> data = pattern(kChunk, m);
+            std::memcpy(slot, data.data(), kChunk);
+            tx.commit(kChunk);
+            // The answer: its arrival means chunk m was read, so the kernel
+            // took all of it and its buffer is free.
+            peekWait(comm, rx, &bytes);
+            rx.release();
+          } else {
+            const void* d = peekWait(comm, rx, &bytes);
+            if (m == 0) recvStaging = d;
+            RANK_EXPECT(d == recvStaging) << "chunk " << m << " received into another buffer";
+            RANK_ASSERT(bytes == kChunk && std::memcmp(d, pattern(kChunk, m).data(), kChunk) == 0)
+                << "chunk " << m << " holds other bytes";
+            rx.release();
+            acquireWait(comm, tx);
+            tx.commit(1);
+          }
+        }
+        RANK_CHECK_OK(comm->transport->flush([] { return Status::ok(); }).code());
+        comm->transport->endCollective();
+        test::rankBarrier(comm);
+      },
+      overTcp());
 }
 
 }  // namespace

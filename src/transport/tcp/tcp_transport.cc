@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "base/env.h"
 #include "base/log.h"
@@ -83,8 +84,10 @@ TcpSendChannel::TcpSendChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions&
       nsocks_(o.nsocks),
       slotBytes_(o.slotBytes),
       buf_(new (std::nothrow) char[o.slots * o.slotBytes]),
+      stagingPool_(buf_.get(), o.slots, o.slotBytes),
       headers_(o.slots),
       payload_(o.slots, nullptr),
+      staging_(o.slots, nullptr),
       unsent_(o.slots, 0),
       socks_(o.nsocks) {
   for (Sock& s : socks_) s.queued.assign(nslots_, 0);
@@ -97,11 +100,15 @@ void* TcpSendChannel::tryAcquire() {
     stalled_ = !slotFree(head_);
     if (stalled_) return nullptr;
   }
-  return buf_.get() + (head_ % nslots_) * slotBytes_;
+  // Slot head_ holds no buffer (its last chunk left), so at most slots - 1
+  // are taken and the pool has one.
+  if (acquired_ == nullptr) acquired_ = stagingPool_.take();
+  return acquired_;
 }
 
 void TcpSendChannel::commit(size_t bytes) {
-  queue(bytes, buf_.get() + (head_ % nslots_) * slotBytes_);
+  staging_[head_ % nslots_] = std::exchange(acquired_, nullptr);
+  queue(bytes, staging_[head_ % nslots_]);
 }
 
 void TcpSendChannel::commitFrom(void* /*slot*/, const void* src, size_t bytes) {
@@ -193,6 +200,7 @@ bool TcpSendChannel::progress() {
       if (s.offset == total) {
         s.offset = 0;
         unsent_[slot] = 0;
+        if (staging_[slot] != nullptr) stagingPool_.give(std::exchange(staging_[slot], nullptr));
         s.first = (s.first + 1) % nslots_;
         --s.count;
       }
@@ -214,8 +222,10 @@ TcpRecvChannel::TcpRecvChannel(TcpTransport& t, TcpPeer& peer, const TcpOptions&
       nsocks_(o.nsocks),
       slotBytes_(o.slotBytes),
       buf_(new (std::nothrow) char[o.slots * o.slotBytes]),
+      stagingPool_(buf_.get(), o.slots, o.slotBytes),
       bytes_(o.slots),
       landedAt_(o.slots, nullptr),
+      staging_(o.slots, nullptr),
       // No slot number is claimed or complete yet: the first use of slot i
       // is slot number i.
       claimed_(o.slots, UINT64_MAX),
@@ -237,7 +247,7 @@ const void* TcpRecvChannel::tryPeek(size_t* bytes) {
   }
   *bytes = bytes_[tail_ % nslots_];
   if (char* landed = landedAt_[tail_ % nslots_]) return landed;
-  return buf_.get() + (tail_ % nslots_) * slotBytes_;
+  return staging_[tail_ % nslots_];
 }
 
 void TcpRecvChannel::land(void* dst, size_t capacity) {
@@ -256,18 +266,30 @@ void TcpRecvChannel::clearLandings() {
   for (Sock& s : socks_) {
     const uint32_t slot = static_cast<uint32_t>(s.seq % nslots_);
     if (s.inPayload && s.dest != nullptr && landedAt_[slot] != nullptr) {
-      char* inSlot = buf_.get() + slot * slotBytes_;
-      s.dest = inSlot;
+      s.dest = stageIn(slot);
       landedAt_[slot] = nullptr;
     }
   }
   for (uint64_t seq = tail_; seq < tail_ + nslots_; ++seq) {
-    if (filled(seq)) landedAt_[seq % nslots_] = nullptr;
+    const uint32_t slot = static_cast<uint32_t>(seq % nslots_);
+    if (filled(seq) && landedAt_[slot] != nullptr) {
+      stageIn(slot);
+      landedAt_[slot] = nullptr;
+    }
   }
+}
+
+char* TcpRecvChannel::stageIn(uint32_t slot) {
+  // Slot numbers seq and seq + slots share a slot, and the first is released
+  // (its buffer given back) before the second is claimed: at most one buffer
+  // per slot, so the pool never runs dry.
+  if (staging_[slot] == nullptr) staging_[slot] = stagingPool_.take();
+  return staging_[slot];
 }
 
 void TcpRecvChannel::release() {
   landedAt_[tail_ % nslots_] = nullptr;
+  if (char* b = std::exchange(staging_[tail_ % nslots_], nullptr)) stagingPool_.give(b);
   if (!landings_.empty()) landings_.pop_front();
   ++tail_;
   // A socket whose next frame's slot was taken was taken out of the epoll
@@ -373,14 +395,14 @@ bool TcpRecvChannel::progressSocket(uint32_t k) {
       claimed_[slotIndex] = s.seq;
       s.haveHeader = false;
       s.inPayload = true;
-      char* slot = buf_.get() + slotIndex * slotBytes_;
-      s.dest = slot;
+      s.dest = nullptr;
       const uint64_t named = s.seq - tail_;
       if (named < landings_.size()) {
         const Landing& l = landings_[named];
         if (l.dst != nullptr && s.payload <= l.capacity) s.dest = l.dst;
       }
-      landedAt_[slotIndex] = s.dest == slot ? nullptr : s.dest;
+      landedAt_[slotIndex] = s.dest;
+      if (s.dest == nullptr) s.dest = stageIn(slotIndex);
     }
     if (s.got < s.payload) {
       if (!read(s.dest + s.got, s.payload - s.got, false)) return moved;
