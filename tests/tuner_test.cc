@@ -254,6 +254,16 @@ TEST(TunerModel, ClearCutChoices) {
   EXPECT_EQ(pickIn(t, CollKind::AllGather, 1024, shape(4)), "ring");
   EXPECT_EQ(pickIn(t, CollKind::AllGather, 1 << 20, shape(4, 1, false)), "ring");
   EXPECT_EQ(pickIn(t, CollKind::AllGather, 1 << 20, shape(8, 2)), "ring");  // across hosts
+  // One rank per host: above the single-slot sizes, recursive halving and
+  // doubling's 2 log2(n) network rounds beat the ring's 2(n-1)...
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 1 << 20, shape(4, 4)), "rhd");
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 64 << 20, shape(8, 8)), "rhd");
+  // ...but not where the counts are equal (2 ranks) or its fold steps cost
+  // more (3 ranks), nor on one host, where it is not a default candidate.
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 1 << 20, shape(2, 2)), "ring");
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 1 << 20, shape(3, 3)), "ring");
+  for (size_t bytes : {size_t{1} << 10, size_t{1} << 20, size_t{64} << 20})
+    EXPECT_NE(pickIn(t, CollKind::AllReduce, bytes, shape(8, 1)), "rhd") << bytes;
   // The model never takes a name it has no formula for unless asked to.
   for (size_t bytes : {size_t{8}, size_t{1} << 16, size_t{1} << 26}) {
     EXPECT_NE(pickIn(t, CollKind::AllReduce, bytes, shape(8, 2)), "mystery");
