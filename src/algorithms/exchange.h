@@ -134,13 +134,16 @@ inline CollArgs accumulating(const CollArgs& a) {
 }
 
 // Recursive-halving reduce-scatter over arbitrary per-rank ranges: buf holds
-// this rank's contribution (already contribute()d) of bounds[n] elements; on
-// return buf[bounds[r], bounds[r+1]) holds the reduction of that range over
-// all ranks (other parts of buf are scratch). acc: accumulating() args.
-// Non-powers of two fold (see Fold); an extra gets its range at the end.
-// bounds has n+1 monotone entries, bounds[0] == 0.
+// this rank's contribution (already contribute()d) of bounds[n] elements, or
+// src does (then buf's contents do not matter, and the input is sent and
+// reduced from where it is: no copy into buf first; src as it is must be the
+// contribution, so no PreMulSum); on return buf[bounds[r], bounds[r+1])
+// holds the reduction of that range over all ranks (other parts of buf are
+// scratch). acc: accumulating() args. Non-powers of two fold (see Fold); an
+// extra gets its range at the end. bounds has n+1 monotone entries,
+// bounds[0] == 0.
 Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
-                            const CollArgs& acc);
+                            const CollArgs& acc, const char* src = nullptr);
 
 // Recursive-doubling all-gather over arbitrary per-rank ranges: buf holds
 // this rank's range [bounds[r], bounds[r+1]); on return it holds all of

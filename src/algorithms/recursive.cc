@@ -8,17 +8,20 @@
 namespace weft::algo {
 
 Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
-                            const CollArgs& acc) {
+                            const CollArgs& acc, const char* src) {
   const int n = ctx.nranks();
   const int r = ctx.rank();
   const size_t es = dtypeSize(acc.dtype);
   const size_t chunk = chunkFor(ctx, es);
   const Fold f(n, r);
   const size_t total = bounds[n] * es;
+  // Where this rank's partial sums are read: its input until the first step
+  // that writes buf (the fold, or the first halving), buf from then on; the
+  // ranges read later lie within what that step wrote.
+  const char* cur = src != nullptr ? src : buf;
   auto combineInto = [&](size_t base) {
     return [&, base](size_t off, const void* data, size_t bytes) {
-      char* dst = buf + base + off;
-      combine(dst, dst, data, bytes / es, acc);
+      combine(buf + base + off, cur + base + off, data, bytes / es, acc);
     };
   };
   auto noRecv = [](size_t, const void*, size_t) {};
@@ -30,7 +33,7 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
 
   if (f.extra()) {
     const int partner = f.partnerOfExtra();
-    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, partner, buf, total, -1, 0, false, noRecv));
+    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, partner, cur, total, -1, 0, false, noRecv));
     const size_t mine = bounds[r] * es;
     return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, bounds[r + 1] * es - mine, false,
                     copyInto(mine));
@@ -38,6 +41,7 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
   if (const int e = f.extraOf(); e >= 0) {
     WEFT_RETURN_IF_ERROR(
         exchange(ctx, progress, chunk, -1, nullptr, 0, e, total, false, combineInto(0)));
+    cur = buf;
   }
 
   // Halving over new ranks: the range [lo, hi) of new ranks whose elements
@@ -52,11 +56,14 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
     const int sendLo = keepLow ? mid : lo, sendHi = keepLow ? hi : mid;
     const int keepLo = keepLow ? lo : mid, keepHi = keepLow ? mid : hi;
     WEFT_RETURN_IF_ERROR(
-        exchange(ctx, progress, chunk, peer, buf + start(sendLo), start(sendHi) - start(sendLo),
+        exchange(ctx, progress, chunk, peer, cur + start(sendLo), start(sendHi) - start(sendLo),
                  peer, start(keepHi) - start(keepLo), false, combineInto(start(keepLo))));
+    cur = buf;
     lo = keepLo;
     hi = keepHi;
   }
+  // No step (one rank): the input is the result.
+  if (cur != buf) std::memcpy(buf + start(i), cur + start(i), start(i + 1) - start(i));
 
   if (const int e = f.extraOf(); e >= 0) {
     const size_t from = bounds[e] * es;

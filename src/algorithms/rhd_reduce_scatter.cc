@@ -32,10 +32,15 @@ Status rhdReduceScatter(CollContext& ctx, const CollArgs& a) {
   algo::Scratch scratch(scratchVec, a.count * n * es);
   bounds.resize(n + 1);
   for (int q = 0; q <= n; ++q) bounds[q] = a.count * q;
-  contribute(scratch.data(), a.send, a.count * n, a);
+  // The input is sent and added where it is, unless it must be scaled first.
+  const char* in = static_cast<const char*>(a.send);
+  if (a.op.preMul) {
+    contribute(scratch.data(), in, a.count * n, a);
+    in = scratch.data();
+  }
   Progress progress(ctx.health());
   WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(ctx, progress, scratch.data(), bounds.data(),
-                                                  algo::accumulating(a)));
+                                                  algo::accumulating(a), in));
   char* mine = scratch.data() + bounds[r] * es;
   finish(mine, a.count, a, n);
   kernels::copy(out, mine, a.count * es);
