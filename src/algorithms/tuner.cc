@@ -509,7 +509,8 @@ struct Entry {
 // tree, rhd, recdoubling, binomial and bruck are off by default too until
 // the model's step costs are fitted to them: on one host here their extra
 // steps cost more than the model says (2 ranks, 64 B allreduce: tree 2.1 us
-// against 0.7 for ring and direct), so today only WEFT_ALGO picks them.
+// against 0.7 for ring and direct), so today only WEFT_ALGO picks them
+// (rhd allreduce across hosts aside: below).
 // On an oversubscribed host recursive doubling (allreduce, all-gather) is a
 // candidate: there the scheduling delay per awaited peer outweighs its extra
 // step (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat
@@ -519,7 +520,7 @@ struct Entry {
 // winning (the model puts rhd a constant 2 steps ahead of the ring at any
 // size, a gain too small to take on faith); the tree waits on up to three
 // peers per chunk.
-// Across hosts rhd allreduce is a candidate: there a step costs a network
+// Across hosts (usefulHere) rhd allreduce is a candidate: there a step costs a network
 // round (tens of us over TCP), and rhd takes 2 log2(n) of them where the
 // ring takes 2(n-1), for the same bytes at a power of two (the fold steps
 // of other counts are in its formula). Forced over TCP, 4 ranks on 2 CPUs
