@@ -229,7 +229,7 @@ TEST(TcpChannel, StagingBuffersComeBackMostRecentlyFreedFirst) {
             RANK_ASSERT(bytes == kChunk && std::memcmp(d, pattern(kChunk, m).data(), kChunk) == 0)
                 << "chunk " << m << " holds other bytes";
             rx.release();
-            acquireWait(comm, tx);
+            *static_cast<char*>(acquireWait(comm, tx)) = static_cast<char>(m);
             tx.commit(1);
           }
         }
