@@ -113,6 +113,7 @@ TunerParams sample() {
   p.link[2] = {40.0, 1.125};
   p.reduceGbps = 17.0;
   p.schedUs = 12.5;
+  p.netFanoutUs = 6.25;
   return p;
 }
 
@@ -123,6 +124,7 @@ void expectSame(const TunerParams& a, const TunerParams& b) {
   }
   EXPECT_DOUBLE_EQ(a.reduceGbps, b.reduceGbps);
   EXPECT_DOUBLE_EQ(a.schedUs, b.schedUs);
+  EXPECT_DOUBLE_EQ(a.netFanoutUs, b.netFanoutUs);
 }
 
 TEST(TunerFile, RoundTrip) {
@@ -163,6 +165,8 @@ TEST(TunerFile, RejectsGarbage) {
       "weft-tuner 1\n" + std::string(70000, 'x'),  // too large
       "weft-tuner 1\nshm.gbps " + std::string(100, '9') + "\n",
       "weft-tuner 1\nsched.us -1\n",  // out of range
+      "weft-tuner 1\nnet.fanout_us -0.5\n",
+      "weft-tuner 1\nnet.fanout_us 1e9\n",
   };
   for (const std::string& text : bad) {
     std::string why;
@@ -186,12 +190,15 @@ TEST(TunerParams, EnvOverrides) {
   setenv("WEFT_TUNER_NET_GBPS", "garbage", 1);
   setenv("WEFT_TUNER_REDUCE_GBPS", "-1", 1);
   setenv("WEFT_TUNER_SCHED_US", "0", 1);
+  setenv("WEFT_TUNER_NET_FANOUT_US", "2.5", 1);
   TunerParams p = defaultTunerParams();
   applyTunerEnv(&p);
   unsetenv("WEFT_TUNER_SHM_ALPHA_US");
   unsetenv("WEFT_TUNER_NET_GBPS");
   unsetenv("WEFT_TUNER_REDUCE_GBPS");
   unsetenv("WEFT_TUNER_SCHED_US");
+  unsetenv("WEFT_TUNER_NET_FANOUT_US");
+  EXPECT_EQ(p.netFanoutUs, 2.5);
   EXPECT_EQ(p.schedUs, 0.0);  // 0 is allowed: it turns the oversubscription term off
   EXPECT_EQ(p.link[0].alphaUs, 5.5);
   EXPECT_EQ(p.link[2].gbps, defaultTunerParams().link[2].gbps);
@@ -269,6 +276,31 @@ TEST(TunerModel, ClearCutChoices) {
     EXPECT_NE(pickIn(t, CollKind::AllReduce, bytes, shape(8, 2)), "mystery");
   }
   EXPECT_EQ(pickIn(t, CollKind::AllReduce, 8, shape(8), "allreduce:mystery"), "mystery");
+}
+
+TEST(TunerModel, FanOutAcrossHosts) {
+  const auto& t = kFullTable;
+  // Small messages across 64 hosts: direct's 63 peers in one step cost more
+  // than recursive doubling's 6 steps with one peer each...
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 8, shape(64, 64)), "recdoubling");
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 4096, shape(64, 64)), "recdoubling");
+  // ...but at 4 hosts one step with 3 peers is still cheaper than two.
+  EXPECT_EQ(pickIn(t, CollKind::AllReduce, 8, shape(4, 4)), "direct");
+  // The term is what decides it: without it direct wins at 64 hosts too.
+  TunerParams p = defaultTunerParams();
+  p.netFanoutUs = 0;
+  const Restrictions none = parseRestrictions("", "", t, false);
+  EXPECT_STREQ(chooseFor(CollKind::AllReduce, 8, shape(64, 64), p, t, none).alg->name, "direct");
+  // It is charged per peer beyond the first, and only over the network.
+  p = defaultTunerParams();
+  const double d4 = predictCost(CollKind::AllReduce, "direct", 8, shape(4, 4), p)->us;
+  p.netFanoutUs += 10;
+  EXPECT_NEAR(predictCost(CollKind::AllReduce, "direct", 8, shape(4, 4), p)->us - d4, 20.0, 1e-9);
+  EXPECT_EQ(predictCost(CollKind::AllReduce, "direct", 8, shape(4, 1), p)->us,
+            predictCost(CollKind::AllReduce, "direct", 8, shape(4, 1), defaultTunerParams())->us);
+  // Recursive doubling stays off on one host that is not oversubscribed.
+  for (size_t bytes : {size_t{8}, size_t{1} << 16})
+    EXPECT_NE(pickIn(t, CollKind::AllReduce, bytes, shape(64, 1)), "recdoubling") << bytes;
 }
 
 TEST(TunerModel, PredictionsAreSane) {
@@ -561,12 +593,12 @@ TEST(TunerCalibration, AgreedAndWrittenToTheFile) {
         RANK_EXPECT(comm->tuner->shape().nhosts == 1 || std::getenv("WEFT_SHM_DISABLE"));
         // Every rank holds the same parameters: compare them through a max
         // and a min allreduce.
-        double mine[7] = {p.link[0].alphaUs, p.link[0].gbps, p.link[1].alphaUs, p.link[1].gbps,
-                          p.link[2].alphaUs, p.link[2].gbps, p.reduceGbps};
-        double hi[7], lo[7];
-        RANK_CHECK_OK(weftAllReduce(mine, hi, 7, weftFloat64, weftMax, comm, nullptr));
-        RANK_CHECK_OK(weftAllReduce(mine, lo, 7, weftFloat64, weftMin, comm, nullptr));
-        for (int i = 0; i < 7; ++i) RANK_EXPECT(hi[i] == lo[i]) << "parameter " << i;
+        double mine[8] = {p.link[0].alphaUs, p.link[0].gbps, p.link[1].alphaUs, p.link[1].gbps,
+                          p.link[2].alphaUs, p.link[2].gbps, p.reduceGbps,      p.netFanoutUs};
+        double hi[8], lo[8];
+        RANK_CHECK_OK(weftAllReduce(mine, hi, 8, weftFloat64, weftMax, comm, nullptr));
+        RANK_CHECK_OK(weftAllReduce(mine, lo, 8, weftFloat64, weftMin, comm, nullptr));
+        for (int i = 0; i < 8; ++i) RANK_EXPECT(hi[i] == lo[i]) << "parameter " << i;
         // Collectives still run and are right after the calibration.
         std::vector<float> x(100000, float(rank + 1));
         RANK_CHECK_OK(
@@ -596,6 +628,37 @@ TEST(TunerCalibration, AgreedAndWrittenToTheFile) {
       },
       opts);
   std::filesystem::remove(file);
+}
+
+// Every rank its own host (shared memory off): all ranks time the fan-out
+// together and agree on what rank 0 measured; the collectives the tuner then
+// picks are right.
+TEST(TunerCalibration, MeasuresTheFanOutWhenEveryRankIsAHost) {
+  test::RunOptions opts;
+  opts.env = {{"WEFT_SHM_DISABLE", "1"}, {"WEFT_TUNER_CALIBRATE", "1"}};
+  for (int n : {4, 5}) {
+    test::runRanks(
+        n,
+        [](weftComm_t comm, int rank, int n) {
+          RANK_ASSERT(comm->tuner != nullptr);
+          RANK_EXPECT_EQ(comm->tuner->shape().nhosts, n);
+          const TunerParams p = comm->tuner->params();
+          RANK_EXPECT(tunerParamsValid(p));
+          // Measured, not the default (a timing never lands on it exactly).
+          RANK_EXPECT(p.netFanoutUs != defaultTunerParams().netFanoutUs) << p.netFanoutUs;
+          double mine[2] = {p.netFanoutUs, p.link[2].alphaUs}, hi[2], lo[2];
+          RANK_CHECK_OK(weftAllReduce(mine, hi, 2, weftFloat64, weftMax, comm, nullptr));
+          RANK_CHECK_OK(weftAllReduce(mine, lo, 2, weftFloat64, weftMin, comm, nullptr));
+          RANK_EXPECT(hi[0] == lo[0] && hi[1] == lo[1]);
+          for (size_t count : {size_t{2}, size_t{3000}, size_t{100000}}) {
+            std::vector<double> x(count, rank + 1.0);
+            RANK_CHECK_OK(
+                weftAllReduce(x.data(), x.data(), count, weftFloat64, weftSum, comm, nullptr));
+            RANK_EXPECT(x[count - 1] == n * (n + 1) / 2.0) << count;
+          }
+        },
+        opts);
+  }
 }
 
 TEST(TunerCalibration, SkippedGivesDefaultsAndOverrides) {

@@ -8,6 +8,8 @@
 // through the FIFO, lets the same-host peer read two published buffers
 // (single copy) and times a local reduction. Each phase stops at its time
 // budget, so a loaded machine costs at most a few milliseconds per link.
+// When every rank is its own host, all ranks then time a few rounds of
+// swapping words with one partner and with up to seven (the fan-out).
 // Rank 0 then applies the WEFT_TUNER_* overrides and broadcasts the result,
 // so every rank models the same machine and makes the same choices.
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -224,6 +227,65 @@ Status measureCma(CollContext& ctx, int peer, bool leader, LinkParams* lp) {
   return Status::ok();
 }
 
+// The network fan-out (tuner.h): every rank at once swaps a word with one
+// partner (r XOR 1, a recursive-doubling step), then with up to seven
+// (r XOR 1..7, a direct step within groups of eight), round after round;
+// rank 0 times each round. All ranks take part, so whatever the extra peers
+// cost on this machine is in it: the calls and wake-ups per message,
+// senders converging on one receiver. Each extra partner costs the
+// difference of the best wide and the best single round over the extra
+// partners: best, as in the ping-pong, because the model describes the
+// machine, not the load on it now. The rounds are fixed in number, so every
+// rank knows when the phase ends; a round waits on at most seven peers.
+// The best single-partner round is a one-way latency too, taken with every
+// rank busy: the ping-pong's may be longer here, when ranks that wait for
+// it share its CPUs (4 ranks on 2 vCPUs: 35-56 us in some runs, where the
+// swap's best was 6-11). Sets the us per extra partner and the best swap
+// (rank 0 only; left alone elsewhere or for fewer than 3 ranks).
+struct Fanout {
+  double perPeerUs = 0;
+  double swapUs = 0;
+};
+Status measureFanout(CollContext& ctx, std::optional<Fanout>* out) {
+  constexpr int kRounds = 24, kWarmup = 4;
+  const int n = ctx.nranks(), r = ctx.rank();
+  const int most = std::min(n, 8) - 1;  // rank 0's partners in the wide round
+  if (most < 2) return Status::ok();
+  Progress pr(ctx.health());
+  // Sends first, then receives: a send only needs a free slot, which the
+  // partner's previous round freed, so no order deadlocks.
+  auto round = [&](int width) -> Status {
+    const Word w;
+    for (int j = 1; j <= width; ++j) {
+      if ((r ^ j) < n) WEFT_RETURN_IF_ERROR(sendBytes(ctx.sendTo(r ^ j), pr, &w, sizeof(w)));
+    }
+    Word got;
+    for (int j = 1; j <= width; ++j) {
+      if ((r ^ j) < n) WEFT_RETURN_IF_ERROR(recvBytes(ctx.recvFrom(r ^ j), pr, &got, sizeof(got)));
+    }
+    return Status::ok();
+  };
+  std::vector<double> one, wide;
+  for (int i = 0; i < kRounds; ++i) {
+    // Alternating, so that a slow moment of the host weighs on both.
+    auto t0 = Clock::now();
+    WEFT_RETURN_IF_ERROR(round(1));
+    const double t1 = usSince(t0);
+    t0 = Clock::now();
+    WEFT_RETURN_IF_ERROR(round(7));
+    const double t2 = usSince(t0);
+    if (i >= kWarmup) {
+      one.push_back(t1);
+      wide.push_back(t2);
+    }
+  }
+  if (r != 0) return Status::ok();
+  const double best1 = *std::min_element(one.begin(), one.end());
+  const double bestWide = *std::min_element(wide.begin(), wide.end());
+  *out = Fanout{std::max(0.0, (bestWide - best1) / (most - 1)), best1};
+  return Status::ok();
+}
+
 double measureReduceGbps() {
   constexpr size_t kCount = 64 << 10;  // floats: 256 KiB, cache-resident
   std::vector<float> a(kCount, 1.0f), b(kCount, 2.0f);
@@ -369,6 +431,16 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
       WEFT_RETURN_IF_ERROR(measureLink(ctx, leader ? netPeer : 0, leader, 4 << 20,
                                        &params.link[static_cast<int>(LinkClass::Net)]));
     }
+    // Every rank its own host: flat algorithms run over the network alone.
+    if (shape.nhosts == n) {
+      std::optional<Fanout> fanout;
+      WEFT_RETURN_IF_ERROR(measureFanout(ctx, &fanout));
+      if (fanout) {
+        LinkParams& net = params.link[static_cast<int>(LinkClass::Net)];
+        params.netFanoutUs = fanout->perPeerUs;
+        if (fanout->swapUs > 0) net.alphaUs = std::min(net.alphaUs, fanout->swapUs);
+      }
+    }
     if (leader && shmPeer >= 0 && oversubscribed(shape)) splitScheduling(shape, &params);
     if (leader) {
       if (const double g = measureReduceGbps(); g > 0) params.reduceGbps = g;
@@ -395,9 +467,9 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
   const LinkParams* l = params.link;
   WEFT_INFO(kLogTuning,
             "tuner parameters from %s: shm %.2f us %.1f GB/s, cma %.2f us %.1f GB/s, net %.2f us "
-            "%.2f GB/s, reduce %.1f GB/s, sched %.1f us",
+            "%.2f GB/s (fan-out %.2f us per extra peer), reduce %.1f GB/s, sched %.1f us",
             sourceName(source), l[0].alphaUs, l[0].gbps, l[1].alphaUs, l[1].gbps, l[2].alphaUs,
-            l[2].gbps, params.reduceGbps, params.schedUs);
+            l[2].gbps, params.netFanoutUs, params.reduceGbps, params.schedUs);
   *out = params;
   return Status::ok();
 }

@@ -51,6 +51,10 @@ constexpr TunerParams kDefaults{
     // up to 4 KiB and the ring up to 256 KiB, the ring won from 2 MiB
     // (the model needs 12 < sched < 60 for that).
     28.0,
+    // net fan-out: the calibration measured 8-12 us per extra peer over TCP
+    // loopback on the development host (4-8 ranks, one per host, on 2 vCPUs),
+    // where the net latency measured 6-70 us.
+    8.0,
 };
 
 struct Range {
@@ -58,7 +62,8 @@ struct Range {
 };
 constexpr Range kAlphaRange{0.01, 1e6};  // us
 constexpr Range kGbpsRange{1e-4, 1e4};
-constexpr Range kSchedRange{0, 1e6};  // us; 0: no oversubscription term
+constexpr Range kSchedRange{0, 1e6};   // us; 0: no oversubscription term
+constexpr Range kFanoutRange{0, 1e6};  // us; 0: a fan-out costs one alpha
 
 bool inRange(double v, Range r) {
   return std::isfinite(v) && v >= r.lo && v <= r.hi;
@@ -84,7 +89,8 @@ bool tunerParamsValid(const TunerParams& p) {
   for (const LinkParams& l : p.link) {
     if (!inRange(l.alphaUs, kAlphaRange) || !inRange(l.gbps, kGbpsRange)) return false;
   }
-  return inRange(p.reduceGbps, kGbpsRange) && inRange(p.schedUs, kSchedRange);
+  return inRange(p.reduceGbps, kGbpsRange) && inRange(p.schedUs, kSchedRange) &&
+         inRange(p.netFanoutUs, kFanoutRange);
 }
 
 bool oversubscribed(const TunerShape& shape) {
@@ -114,6 +120,11 @@ bool fieldFor(std::string_view key, TunerParams& p, double** field, Range* range
   if (key == "sched.us") {
     *field = &p.schedUs;
     *range = kSchedRange;
+    return true;
+  }
+  if (key == "net.fanout_us") {
+    *field = &p.netFanoutUs;
+    *range = kFanoutRange;
     return true;
   }
   for (int l = 0; l < kNumLinks; ++l) {
@@ -159,6 +170,7 @@ void applyTunerEnv(TunerParams* p) {
   }
   envOverride("TUNER_REDUCE_GBPS", &p->reduceGbps, kGbpsRange);
   envOverride("TUNER_SCHED_US", &p->schedUs, kSchedRange);
+  envOverride("TUNER_NET_FANOUT_US", &p->netFanoutUs, kFanoutRange);
 }
 
 std::string formatTunerFile(const TunerParams& p) {
@@ -169,6 +181,11 @@ std::string formatTunerFile(const TunerParams& p) {
                   p.link[l].alphaUs, kLinkKeys[l], p.link[l].gbps);
     out += line;
   }
+  std::snprintf(line, sizeof(line),
+                "# us per peer beyond the first in a step with several network peers\n"
+                "net.fanout_us %.6g\n",
+                p.netFanoutUs);
+  out += line;
   std::snprintf(line, sizeof(line), "reduce.gbps %.6g\n", p.reduceGbps);
   out += line;
   std::snprintf(line, sizeof(line),
@@ -263,6 +280,11 @@ struct Model {
   double alpha(LinkClass l) const { return p.link[static_cast<int>(l)].alphaUs; }
   // One step over l that waits for `peers` peers.
   double step(LinkClass l, double peers = 1) const { return alpha(l) + peers * wait; }
+  // One step over l that exchanges with `peers` peers at once (tuner.h:
+  // fan-out).
+  double fanStep(LinkClass l, double peers) const {
+    return step(l, peers) + (l == LinkClass::Net ? (peers - 1) * p.netFanoutUs : 0.0);
+  }
   // us per byte; the network's share is the NIC's, not the CPU's.
   double beta(LinkClass l) const {
     return 1e-3 / p.link[static_cast<int>(l)].gbps * (l == LinkClass::Net ? 1.0 : slow);
@@ -331,8 +353,8 @@ double arRing(const Model& m, double N, size_t*) {
 double arDirect(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
   if (N > static_cast<double>(m.s.slotBytes)) return kInf;  // runs only within one slot
-  // One step, but it waits for every peer.
-  return m.step(l, m.n - 1) + (m.n - 1) * N * (m.beta(l) * m.share(l) + m.gamma());
+  // One step, but with every peer.
+  return m.fanStep(l, m.n - 1) + (m.n - 1) * N * (m.beta(l) * m.share(l) + m.gamma());
 }
 double arTree(const Model& m, double N, size_t* chunk) {
   const LinkClass l = m.flat();
@@ -500,8 +522,9 @@ struct Entry {
   const char* name;
   Formula f;
   uint8_t protos;
-  bool byDefault;  // false: taken only when WEFT_ALGO asks for it...
-  bool oversub;    // ...or when the host is oversubscribed (tuner.h)
+  bool byDefault;    // false: taken only when WEFT_ALGO asks for it...
+  bool oversub;      // ...or when the host is oversubscribed (tuner.h)...
+  bool acrossHosts;  // ...or when the ranks span hosts
 };
 
 // Broadcast "direct" is off by default: measured on 2 ranks, its single
@@ -510,7 +533,7 @@ struct Entry {
 // the model's step costs are fitted to them: on one host here their extra
 // steps cost more than the model says (2 ranks, 64 B allreduce: tree 2.1 us
 // against 0.7 for ring and direct), so today only WEFT_ALGO picks them
-// (rhd allreduce across hosts aside: below).
+// (allreduce across hosts aside: below).
 // On an oversubscribed host recursive doubling (allreduce, all-gather) is a
 // candidate: there the scheduling delay per awaited peer outweighs its extra
 // step (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat
@@ -520,39 +543,43 @@ struct Entry {
 // winning (the model puts rhd a constant 2 steps ahead of the ring at any
 // size, a gain too small to take on faith); the tree waits on up to three
 // peers per chunk.
-// Across hosts (usefulHere) rhd allreduce is a candidate: there a step costs a network
-// round (tens of us over TCP), and rhd takes 2 log2(n) of them where the
-// ring takes 2(n-1), for the same bytes at a power of two (the fold steps
-// of other counts are in its formula). Forced over TCP, 4 ranks on 2 CPUs
-// (WEFT_SHM_DISABLE, median of 5): rhd 1392 us against the ring's 2094 at
-// 1 MiB, 8834 against 9617 at 4 MiB, and within 3% of direct at 256 KiB.
+// Across hosts rhd and recursive doubling allreduce are candidates: there a
+// step costs a network round (tens of us over TCP), and rhd takes
+// 2 log2(n) of them where the ring takes 2(n-1), for the same bytes at a
+// power of two (the fold steps of other counts are in its formula), while
+// recursive doubling takes log2(n) steps with one peer each where direct
+// takes one with n-1 peers (the fan-out term, tuner.h). Forced over TCP, 4
+// ranks on 2 CPUs (WEFT_SHM_DISABLE, median of 5): rhd 1392 us against the
+// ring's 2094 at 1 MiB, 8834 against 9617 at 4 MiB, and within 3% of direct
+// at 256 KiB; recursive doubling 167-218 us against direct's 222-260 from
+// 8 B to 8 KiB (median of 7).
 constexpr Entry kFormulas[] = {
-    {"allreduce", "ring", arRing, kProtoSimple, true, false},
-    {"allreduce", "direct", arDirect, kProtoSimple, true, false},
-    {"allreduce", "tree", arTree, kProtoSimple, false, false},
-    {"allreduce", "rhd", arRhd, kProtoSimple, true, false},
-    {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false, true},
-    {"allreduce", "hier", arHier, kProtoSimple, true, false},
-    {"reducescatter", "ring", rsRing, kProtoSimple, true, false},
-    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false},
-    {"reducescatter", "hier", rsHier, kProtoSimple, true, false},
-    {"allgather", "ring", agRing, kProtoSimple, true, false},
-    {"allgather", "direct", agDirect, kProtoCma, true, false},
-    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, false, true},
-    {"allgather", "hier", agHier, kProtoSimple, true, false},
-    {"broadcast", "chain", bcChain, kProtoSimple, true, false},
-    {"broadcast", "direct", bcDirect, kProtoCma, false, false},
-    {"broadcast", "binomial", bcBinomial, kProtoSimple, false, false},
-    {"reduce", "chain", rdChain, kProtoSimple, true, false},
-    {"reduce", "binomial", rdBinomial, kProtoSimple, false, false},
-    {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true, false},
-    {"alltoall", "direct", a2aDirect, kProtoCma, true, false},
-    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, false},
-    {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true, false},
-    {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false},
-    {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false},
-    {"send", "p2p", p2p, kProtoSimple | kProtoCma, true, false},
-    {"recv", "p2p", p2p, kProtoSimple | kProtoCma, true, false},
+    {"allreduce", "ring", arRing, kProtoSimple, true, false, false},
+    {"allreduce", "direct", arDirect, kProtoSimple, true, false, false},
+    {"allreduce", "tree", arTree, kProtoSimple, false, false, false},
+    {"allreduce", "rhd", arRhd, kProtoSimple, false, false, true},
+    {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false, true, true},
+    {"allreduce", "hier", arHier, kProtoSimple, true, false, false},
+    {"reducescatter", "ring", rsRing, kProtoSimple, true, false, false},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false, false},
+    {"reducescatter", "hier", rsHier, kProtoSimple, true, false, false},
+    {"allgather", "ring", agRing, kProtoSimple, true, false, false},
+    {"allgather", "direct", agDirect, kProtoCma, true, false, false},
+    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, false, true, false},
+    {"allgather", "hier", agHier, kProtoSimple, true, false, false},
+    {"broadcast", "chain", bcChain, kProtoSimple, true, false, false},
+    {"broadcast", "direct", bcDirect, kProtoCma, false, false, false},
+    {"broadcast", "binomial", bcBinomial, kProtoSimple, false, false, false},
+    {"reduce", "chain", rdChain, kProtoSimple, true, false, false},
+    {"reduce", "binomial", rdBinomial, kProtoSimple, false, false, false},
+    {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true, false, false},
+    {"alltoall", "direct", a2aDirect, kProtoCma, true, false, false},
+    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, false, false},
+    {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true, false, false},
+    {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false, false},
+    {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false, false},
+    {"send", "p2p", p2p, kProtoSimple | kProtoCma, true, false, false},
+    {"recv", "p2p", p2p, kProtoSimple | kProtoCma, true, false, false},
 };
 
 const Entry* findFormula(CollKind kind, std::string_view name) {
@@ -566,10 +593,6 @@ const Entry* findFormula(CollKind kind, std::string_view name) {
 // Hierarchical algorithms need more than one host to be worth anything.
 bool usefulHere(const Entry& e, const TunerShape& shape) {
   if (std::string_view(e.name) == "hier") return shape.nhosts > 1 && shape.ranksPerHost > 1;
-  // By default only across hosts (above); on one host its steps cost more
-  // than the model says.
-  if (std::string_view(e.coll) == "allreduce" && std::string_view(e.name) == "rhd")
-    return shape.nhosts > 1;
   return true;
 }
 
@@ -706,8 +729,10 @@ Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const Tun
     if (cost && !std::isfinite(cost->us)) continue;  // e.g. direct allreduce over one slot
     const bool allowed = (!restrictions.algoRestricted[k] || ((restrictions.algo[k] >> i) & 1)) &&
                          (protos & protoAllowed) != 0;
-    const bool policy = e != nullptr && (e->byDefault || (e->oversub && oversub)) &&
-                        usefulHere(*e, shape) && (protos != kProtoCma || singleCopyPays);
+    const bool policy =
+        e != nullptr &&
+        (e->byDefault || (e->oversub && oversub) || (e->acrossHosts && shape.nhosts > 1)) &&
+        usefulHere(*e, shape) && (protos != kProtoCma || singleCopyPays);
     Candidate c;
     c.index = static_cast<int>(i);
     c.modelled = cost.has_value();

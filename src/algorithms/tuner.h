@@ -15,6 +15,14 @@
 // for the communicator's shape (ranks, hosts, ranks per host). Names the
 // model has no formula for are taken only when WEFT_ALGO leaves nothing else.
 //
+// Fan-out. A step that exchanges with k peers at once over the network pays
+// alpha once (the messages are in flight together) plus netFanoutUs for
+// each peer beyond the first: every message still costs its sender and its
+// receiver a call and a wake-up, and k senders converge on one receiver.
+// Without it, direct allreduce (one step, n-1 peers) looked cheapest at any
+// scale for small messages (64 hosts: up to 8 KiB). The calibration measures
+// it on the communicator itself when every rank is its own host.
+//
 // Oversubscription. When a host runs more ranks than it has CPUs for them
 // (TunerShape::hostCpus < ranksPerHost), some peers are not running at any
 // moment. A rank that waits for such a peer spins (progress.cc: about
@@ -75,19 +83,24 @@ struct TunerParams {
   // us lost per awaited peer that is not running, on an oversubscribed host
   // (see above); 0 turns the oversubscription term off.
   double schedUs = 0;
+  // us each peer beyond the first adds to a step that exchanges with several
+  // peers at once over the network (direct allreduce: n-1 sends and n-1
+  // receives in one step, whose latencies overlap but whose calls, wake-ups
+  // and incast do not).
+  double netFanoutUs = 0;
 };
 
 TunerParams defaultTunerParams();
 // WEFT_TUNER_{SHM,CMA,NET}_ALPHA_US, WEFT_TUNER_{SHM,CMA,NET}_GBPS,
-// WEFT_TUNER_REDUCE_GBPS, WEFT_TUNER_SCHED_US; values that do not parse or are out of range are
-// reported and ignored.
+// WEFT_TUNER_REDUCE_GBPS, WEFT_TUNER_SCHED_US, WEFT_TUNER_NET_FANOUT_US; values that do not parse
+// or are out of range are reported and ignored.
 void applyTunerEnv(TunerParams* p);
 // Every value finite and inside the range a real machine can have.
 bool tunerParamsValid(const TunerParams& p);
 
 // The calibration file: "weft-tuner 1" on the first line, then "key value"
 // lines (shm.alpha_us, shm.gbps, cma.alpha_us, cma.gbps, net.alpha_us,
-// net.gbps, reduce.gbps, sched.us); '#' starts a comment. Keys missing from the file
+// net.gbps, net.fanout_us, reduce.gbps, sched.us); '#' starts a comment. Keys missing from the file
 // keep the values of `base`. Pure functions; parseTunerFile accepts any bytes
 // and returns nullopt (with a reason) for anything but a well-formed file.
 std::string formatTunerFile(const TunerParams& p);
