@@ -303,6 +303,40 @@ TEST(TunerModel, FanOutAcrossHosts) {
     EXPECT_NE(pickIn(t, CollKind::AllReduce, bytes, shape(64, 1)), "recdoubling") << bytes;
 }
 
+TEST(TunerModel, LogStepAlgorithmsAcrossHosts) {
+  const std::span<const Algorithm> t = allAlgorithms();
+  // One rank per host on 4 and 8 hosts: a network round per step makes the
+  // log2(n)-step algorithms cheaper at small sizes...
+  for (int n : {4, 8}) {
+    EXPECT_EQ(pickIn(t, CollKind::ReduceScatter, 1024, shape(n, n)), "rhd") << n;
+    EXPECT_EQ(pickIn(t, CollKind::AllGather, 1024, shape(n, n)), "recdoubling") << n;
+    EXPECT_EQ(pickIn(t, CollKind::Reduce, 4096, shape(n, n)), "binomial") << n;
+    EXPECT_EQ(pickIn(t, CollKind::AllToAll, 1024, shape(n, n)), "bruck") << n;
+    // ...and where their bytes dominate, the pipelines and pairwise return.
+    EXPECT_EQ(pickIn(t, CollKind::Broadcast, 16 << 20, shape(n, n)), "chain") << n;
+    // (Broadcast keeps the chain: back-to-back calls overlap its hops.)
+    EXPECT_EQ(pickIn(t, CollKind::Broadcast, 4096, shape(n, n)), "chain") << n;
+    EXPECT_EQ(pickIn(t, CollKind::Reduce, 16 << 20, shape(n, n)), "chain") << n;
+    EXPECT_EQ(pickIn(t, CollKind::AllToAll, 1 << 20, shape(n, n)), "pairwise") << n;
+  }
+  // At 2 hosts each is one step like the linear one: the tie keeps it.
+  for (size_t bytes : {size_t{64}, size_t{1} << 20}) {
+    EXPECT_EQ(pickIn(t, CollKind::ReduceScatter, bytes, shape(2, 2)), "ring") << bytes;
+    EXPECT_EQ(pickIn(t, CollKind::AllGather, bytes, shape(2, 2)), "ring") << bytes;
+    EXPECT_EQ(pickIn(t, CollKind::Broadcast, bytes, shape(2, 2)), "chain") << bytes;
+    EXPECT_EQ(pickIn(t, CollKind::AllToAll, bytes, shape(2, 2)), "pairwise") << bytes;
+  }
+  // On one host they stay off.
+  for (size_t bytes : {size_t{64}, size_t{4096}, size_t{1} << 20}) {
+    for (CollKind k : {CollKind::ReduceScatter, CollKind::AllGather, CollKind::Broadcast,
+                       CollKind::Reduce, CollKind::AllToAll}) {
+      const std::string pick = pickIn(t, k, bytes, shape(8, 1));
+      EXPECT_TRUE(pick != "rhd" && pick != "recdoubling" && pick != "binomial" && pick != "bruck")
+          << collName(k) << " " << bytes << ": " << pick;
+    }
+  }
+}
+
 TEST(TunerModel, PredictionsAreSane) {
   const TunerParams p = defaultTunerParams();
   for (const Algorithm& a : kFullTable) {

@@ -543,16 +543,27 @@ struct Entry {
 // winning (the model puts rhd a constant 2 steps ahead of the ring at any
 // size, a gain too small to take on faith); the tree waits on up to three
 // peers per chunk.
-// Across hosts rhd and recursive doubling allreduce are candidates: there a
-// step costs a network round (tens of us over TCP), and rhd takes
-// 2 log2(n) of them where the ring takes 2(n-1), for the same bytes at a
-// power of two (the fold steps of other counts are in its formula), while
-// recursive doubling takes log2(n) steps with one peer each where direct
-// takes one with n-1 peers (the fan-out term, tuner.h). Forced over TCP, 4
-// ranks on 2 CPUs (WEFT_SHM_DISABLE, median of 5): rhd 1392 us against the
-// ring's 2094 at 1 MiB, 8834 against 9617 at 4 MiB, and within 3% of direct
-// at 256 KiB; recursive doubling 167-218 us against direct's 222-260 from
-// 8 B to 8 KiB (median of 7).
+// Across hosts the algorithms with log2(n) steps are candidates (rhd and
+// recursive doubling allreduce, rhd reduce-scatter, recursive doubling
+// all-gather, binomial reduce, Bruck all-to-all): there a
+// step costs a network round (tens of us over TCP), and they take
+// log2(n) or 2 log2(n) of them where the ring and the chain take n-1 or
+// 2(n-1), while recursive doubling takes log2(n) steps with one peer each
+// where direct takes one with n-1 peers (the fan-out term, tuner.h). Their
+// formulas carry what they pay for it (fold steps at other counts, Bruck's
+// rotations and log2(n) copies of half the buffer, the binomial root's
+// repeated sends), so the model takes them where the steps dominate. At 2
+// ranks each is one step like the linear one, and the tie keeps the table's
+// first. Forced over TCP, 4 ranks on 2 CPUs (WEFT_SHM_DISABLE): rhd
+// allreduce 1392 us against the ring's 2094 at 1 MiB (median of 5);
+// recursive doubling allreduce 167-218 us against direct's 222-260 from 8 B
+// to 8 KiB (median of 7); rhd reduce-scatter, recursive doubling all-gather
+// and Bruck beat the ring, the ring and pairwise by 1.2-1.9x at 2-32 KiB.
+// Binomial broadcast is not a candidate: in back-to-back calls the chain's
+// hops overlap from one call to the next while the binomial root sends
+// log2(n) times per call, and the chain won at 32 B-8 KiB (10-21 us
+// against 22-37, 4 ranks over TCP, median of 8), where the model, which
+// counts one call's latency, would take the binomial tree.
 constexpr Entry kFormulas[] = {
     {"allreduce", "ring", arRing, kProtoSimple, true, false, false},
     {"allreduce", "direct", arDirect, kProtoSimple, true, false, false},
@@ -561,20 +572,20 @@ constexpr Entry kFormulas[] = {
     {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false, true, true},
     {"allreduce", "hier", arHier, kProtoSimple, true, false, false},
     {"reducescatter", "ring", rsRing, kProtoSimple, true, false, false},
-    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false, false},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false, true},
     {"reducescatter", "hier", rsHier, kProtoSimple, true, false, false},
     {"allgather", "ring", agRing, kProtoSimple, true, false, false},
     {"allgather", "direct", agDirect, kProtoCma, true, false, false},
-    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, false, true, false},
+    {"allgather", "recdoubling", agRecDoubling, kProtoSimple, false, true, true},
     {"allgather", "hier", agHier, kProtoSimple, true, false, false},
     {"broadcast", "chain", bcChain, kProtoSimple, true, false, false},
     {"broadcast", "direct", bcDirect, kProtoCma, false, false, false},
     {"broadcast", "binomial", bcBinomial, kProtoSimple, false, false, false},
     {"reduce", "chain", rdChain, kProtoSimple, true, false, false},
-    {"reduce", "binomial", rdBinomial, kProtoSimple, false, false, false},
+    {"reduce", "binomial", rdBinomial, kProtoSimple, false, false, true},
     {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true, false, false},
     {"alltoall", "direct", a2aDirect, kProtoCma, true, false, false},
-    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, false, false},
+    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, false, true},
     {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true, false, false},
     {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false, false},
     {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false, false},
