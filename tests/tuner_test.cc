@@ -695,6 +695,27 @@ TEST(TunerCalibration, MeasuresTheFanOutWhenEveryRankIsAHost) {
   }
 }
 
+// Parameters cached from a communicator that could not measure the fan-out
+// (2 ranks) do not stand in for one that can: it calibrates again.
+TEST(TunerCalibration, ACacheWithoutTheFanOutDoesNotServeOneThatNeedsIt) {
+  test::RunOptions opts;
+  opts.env = {{"WEFT_SHM_DISABLE", "1"}, {"WEFT_TUNER_CALIBRATE", "1"}};
+  test::runRanks(
+      4,
+      [](weftComm_t comm, int rank, int n) {
+        resetTunerCacheForTesting();
+        weftComm_t pair = nullptr, all = nullptr;
+        RANK_CHECK_OK(weftCommSplit(comm, rank / 2, rank, &pair, nullptr));
+        RANK_EXPECT(pair->tuner->params().netFanoutUs == defaultTunerParams().netFanoutUs);
+        RANK_CHECK_OK(weftCommSplit(comm, 0, rank, &all, nullptr));
+        RANK_EXPECT_EQ(all->tuner->shape().nhosts, n);
+        RANK_EXPECT(all->tuner->params().netFanoutUs != defaultTunerParams().netFanoutUs);
+        RANK_CHECK_OK(weftCommDestroy(all));
+        RANK_CHECK_OK(weftCommDestroy(pair));
+      },
+      opts);
+}
+
 TEST(TunerCalibration, SkippedGivesDefaultsAndOverrides) {
   test::RunOptions opts;
   opts.env = {{"WEFT_TUNER_CALIBRATE", "0"}, {"WEFT_TUNER_NET_ALPHA_US", "77"}};

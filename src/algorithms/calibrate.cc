@@ -302,7 +302,8 @@ double measureReduceGbps() {
 // Parameters this process agreed on before, for later communicators.
 std::mutex gCacheMu;
 bool gCached = false;
-bool gCachedNet = false;  // the cached net link was measured
+bool gCachedNet = false;     // the cached net link was measured
+bool gCachedFanout = false;  // and the fan-out
 TunerParams gCache;
 
 enum Source : uint32_t { kDefaults = 0, kFile = 1, kCalibrate = 2, kCached = 3 };
@@ -365,6 +366,7 @@ void resetTunerCacheForTesting() {
   std::lock_guard<std::mutex> lock(gCacheMu);
   gCached = false;
   gCachedNet = false;
+  gCachedFanout = false;
 }
 
 Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const TunerShape& shape,
@@ -378,13 +380,18 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
     if (hostOf[p] != hostOf[0] && netPeer < 0) netPeer = p;
   }
   const auto file = envString("TUNER_FILE");
+  // Every rank its own host (flat algorithms run over the network alone) and
+  // a step with more than one peer to time: the calibration measures the
+  // fan-out, and a cache without one does not do.
+  const bool fansOut = shape.nhosts == n && n >= 3;
+  bool measuredFanout = false;
 
   // Rank 0's plan.
   uint32_t source = kDefaults;
   TunerParams params = defaultTunerParams();
   if (r == 0) {
     std::lock_guard<std::mutex> lock(gCacheMu);
-    if (gCached && (netPeer < 0 || gCachedNet)) {
+    if (gCached && (netPeer < 0 || gCachedNet) && (!fansOut || gCachedFanout)) {
       source = kCached;
       params = gCache;
     }
@@ -431,11 +438,11 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
       WEFT_RETURN_IF_ERROR(measureLink(ctx, leader ? netPeer : 0, leader, 4 << 20,
                                        &params.link[static_cast<int>(LinkClass::Net)]));
     }
-    // Every rank its own host: flat algorithms run over the network alone.
-    if (shape.nhosts == n) {
+    if (fansOut) {
       std::optional<Fanout> fanout;
       WEFT_RETURN_IF_ERROR(measureFanout(ctx, &fanout));
       if (fanout) {
+        measuredFanout = true;
         LinkParams& net = params.link[static_cast<int>(LinkClass::Net)];
         params.netFanoutUs = fanout->perPeerUs;
         if (fanout->swapUs > 0) net.alphaUs = std::min(net.alphaUs, fanout->swapUs);
@@ -457,6 +464,7 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
       std::lock_guard<std::mutex> lock(gCacheMu);
       gCached = true;
       gCachedNet = gCachedNet || netPeer >= 0;
+      gCachedFanout = gCachedFanout || measuredFanout;
       gCache = params;
     }
     applyTunerEnv(&params);
