@@ -533,7 +533,7 @@ struct Entry {
 // the model's step costs are fitted to them: on one host here their extra
 // steps cost more than the model says (2 ranks, 64 B allreduce: tree 2.1 us
 // against 0.7 for ring and direct), so today only WEFT_ALGO picks them
-// (allreduce across hosts aside: below).
+// (across hosts aside: below).
 // On an oversubscribed host recursive doubling (allreduce, all-gather) is a
 // candidate: there the scheduling delay per awaited peer outweighs its extra
 // step (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat
@@ -545,20 +545,20 @@ struct Entry {
 // peers per chunk.
 // Across hosts the algorithms with log2(n) steps are candidates (rhd and
 // recursive doubling allreduce, rhd reduce-scatter, recursive doubling
-// all-gather, binomial reduce, Bruck all-to-all): there a
-// step costs a network round (tens of us over TCP), and they take
-// log2(n) or 2 log2(n) of them where the ring and the chain take n-1 or
-// 2(n-1), while recursive doubling takes log2(n) steps with one peer each
-// where direct takes one with n-1 peers (the fan-out term, tuner.h). Their
-// formulas carry what they pay for it (fold steps at other counts, Bruck's
-// rotations and log2(n) copies of half the buffer, the binomial root's
-// repeated sends), so the model takes them where the steps dominate. At 2
-// ranks each is one step like the linear one, and the tie keeps the table's
-// first. Forced over TCP, 4 ranks on 2 CPUs (WEFT_SHM_DISABLE): rhd
-// allreduce 1392 us against the ring's 2094 at 1 MiB (median of 5);
-// recursive doubling allreduce 167-218 us against direct's 222-260 from 8 B
-// to 8 KiB (median of 7); rhd reduce-scatter, recursive doubling all-gather
-// and Bruck beat the ring, the ring and pairwise by 1.2-1.9x at 2-32 KiB.
+// all-gather, binomial reduce, Bruck all-to-all): there a step costs a
+// network round (tens of us over TCP), and they take log2(n) or 2 log2(n)
+// of them where the ring and the chain take n-1 or 2(n-1), while recursive
+// doubling takes log2(n) steps with one peer each where direct takes one
+// with n-1 peers (the fan-out term, tuner.h). Their formulas carry what
+// they pay for it (fold steps at other counts, Bruck's rotations and
+// log2(n) copies of half the buffer, the binomial root's repeated
+// receives), so the model takes them where the steps dominate. At 2 ranks
+// each costs what the linear one does or more, and the linear one stays.
+// Forced over TCP, 4 ranks on 2 CPUs (WEFT_SHM_DISABLE): rhd allreduce
+// 1392 us against the ring's 2094 at 1 MiB (median of 5); recursive
+// doubling allreduce 167-218 us against direct's 222-260 from 8 B to 8 KiB
+// (median of 7); rhd reduce-scatter, recursive doubling all-gather and
+// Bruck beat the ring, the ring and pairwise by 1.2-1.9x at 2-32 KiB.
 // Binomial broadcast is not a candidate: in back-to-back calls the chain's
 // hops overlap from one call to the next while the binomial root sends
 // log2(n) times per call, and the chain won at 32 B-8 KiB (10-21 us
