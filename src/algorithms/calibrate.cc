@@ -19,7 +19,6 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
-#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -240,17 +239,16 @@ Status measureCma(CollContext& ctx, int peer, bool leader, LinkParams* lp) {
 // The best single-partner round is a one-way latency too, taken with every
 // rank busy: the ping-pong's may be longer here, when ranks that wait for
 // it share its CPUs (4 ranks on 2 vCPUs: 35-56 us in some runs, where the
-// swap's best was 6-11). Sets the us per extra partner and the best swap
-// (rank 0 only; left alone elsewhere or for fewer than 3 ranks).
+// swap's best was 6-11). Needs 3 ranks or more; sets the us per extra
+// partner and the best swap on rank 0 only.
 struct Fanout {
   double perPeerUs = 0;
   double swapUs = 0;
 };
-Status measureFanout(CollContext& ctx, std::optional<Fanout>* out) {
-  constexpr int kRounds = 24, kWarmup = 4;
+Status measureFanout(CollContext& ctx, Fanout* out) {
+  constexpr int kRounds = 24, kWarmup = 4, kWidest = 7;
   const int n = ctx.nranks(), r = ctx.rank();
-  const int most = std::min(n, 8) - 1;  // rank 0's partners in the wide round
-  if (most < 2) return Status::ok();
+  const int most = std::min(n - 1, kWidest);  // rank 0's partners in the wide round
   Progress pr(ctx.health());
   // Sends first, then receives: a send only needs a free slot, which the
   // partner's previous round freed, so no order deadlocks.
@@ -272,7 +270,7 @@ Status measureFanout(CollContext& ctx, std::optional<Fanout>* out) {
     WEFT_RETURN_IF_ERROR(round(1));
     const double t1 = usSince(t0);
     t0 = Clock::now();
-    WEFT_RETURN_IF_ERROR(round(7));
+    WEFT_RETURN_IF_ERROR(round(kWidest));
     const double t2 = usSince(t0);
     if (i >= kWarmup) {
       one.push_back(t1);
@@ -282,7 +280,7 @@ Status measureFanout(CollContext& ctx, std::optional<Fanout>* out) {
   if (r != 0) return Status::ok();
   const double best1 = *std::min_element(one.begin(), one.end());
   const double bestWide = *std::min_element(wide.begin(), wide.end());
-  *out = Fanout{std::max(0.0, (bestWide - best1) / (most - 1)), best1};
+  *out = {std::max(0.0, (bestWide - best1) / (most - 1)), best1};
   return Status::ok();
 }
 
@@ -384,7 +382,6 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
   // a step with more than one peer to time: the calibration measures the
   // fan-out, and a cache without one does not do.
   const bool fansOut = shape.nhosts == n && n >= 3;
-  bool measuredFanout = false;
 
   // Rank 0's plan.
   uint32_t source = kDefaults;
@@ -439,13 +436,12 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
                                        &params.link[static_cast<int>(LinkClass::Net)]));
     }
     if (fansOut) {
-      std::optional<Fanout> fanout;
+      Fanout fanout;
       WEFT_RETURN_IF_ERROR(measureFanout(ctx, &fanout));
-      if (fanout) {
-        measuredFanout = true;
+      if (leader) {
         LinkParams& net = params.link[static_cast<int>(LinkClass::Net)];
-        params.netFanoutUs = fanout->perPeerUs;
-        if (fanout->swapUs > 0) net.alphaUs = std::min(net.alphaUs, fanout->swapUs);
+        params.netFanoutUs = fanout.perPeerUs;
+        if (fanout.swapUs > 0) net.alphaUs = std::min(net.alphaUs, fanout.swapUs);
       }
     }
     if (leader && shmPeer >= 0 && oversubscribed(shape)) splitScheduling(shape, &params);
@@ -464,7 +460,7 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
       std::lock_guard<std::mutex> lock(gCacheMu);
       gCached = true;
       gCachedNet = gCachedNet || netPeer >= 0;
-      gCachedFanout = gCachedFanout || measuredFanout;
+      gCachedFanout = gCachedFanout || (source == kCalibrate && fansOut);
       gCache = params;
     }
     applyTunerEnv(&params);
