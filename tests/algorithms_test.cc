@@ -62,6 +62,9 @@ class MemChannel final : public SendChannel, public RecvChannel {
   void commit(size_t bytes) override {
     if (!acquired_ || bytes > slotBytes_) misuse_.fetch_add(1);
     acquired_ = false;
+    size_t seen = largestCommit_.load(std::memory_order_relaxed);
+    while (bytes > seen && !largestCommit_.compare_exchange_weak(seen, bytes)) {
+    }
     const uint64_t h = head_.load(std::memory_order_relaxed);
     sizes_[h % depth_] = bytes;
     published_[h % depth_] = nullptr;
@@ -135,6 +138,8 @@ class MemChannel final : public SendChannel, public RecvChannel {
   // the sender's collective has returned.
   int publishedOutstanding() const { return publishedOut_.load(); }
   static std::atomic<int> misuse_;
+  // The largest FIFO message any channel carried since the last reset.
+  static std::atomic<size_t> largestCommit_;
 
  private:
   char* slot(uint64_t seq) {
@@ -157,6 +162,7 @@ class MemChannel final : public SendChannel, public RecvChannel {
   bool peeked_ = false;
 };
 std::atomic<int> MemChannel::misuse_{0};
+std::atomic<size_t> MemChannel::largestCommit_{0};
 
 struct ChannelConfig {
   size_t slotBytes;
@@ -164,6 +170,7 @@ struct ChannelConfig {
   bool publish = false;         // channels can publish (single copy)
   size_t directMin = SIZE_MAX;  // CollContext::directMinBytes()
   bool lazy = false;            // commitFrom() reads its source late (MemChannel)
+  size_t callChunk = 0;         // CollArgs::chunkBytes (the tuner's chunk); 0: the slot
 };
 constexpr ChannelConfig kTiny{256, 2};
 constexpr ChannelConfig kRoomy{64 * 1024, 4};
@@ -178,6 +185,7 @@ std::string str(ChannelConfig c) {
   std::string s = std::to_string(c.depth) + "x" + std::to_string(c.slotBytes) + "B";
   if (c.publish) s += " direct>=" + std::to_string(c.directMin) + "B";
   if (c.lazy) s += " lazy";
+  if (c.callChunk) s += " chunk " + std::to_string(c.callChunk) + "B";
   return s;
 }
 
@@ -573,6 +581,7 @@ Case allReduceCase(const char* expectAlgo, weftDataType_t dt, Op op, size_t coun
     a.count = count;
     a.dtype = dt;
     a.op = redop;
+    a.chunkBytes = cfg.callChunk;
     const Algorithm& alg = selectAlgorithm(a, ctx);
     if (expectAlgo && std::strcmp(alg.name, expectAlgo) != 0) s->wrongAlgo++;
     return alg.run(ctx, a);
@@ -675,6 +684,7 @@ Case reduceScatterCase(weftDataType_t dt, Op op, size_t count, int n, ChannelCon
     a.count = count;
     a.dtype = dt;
     a.op = redop;
+    a.chunkBytes = cfg.callChunk;
     return selectAlgorithm(a, ctx).run(ctx, a);
   };
   c.verify = [=]() -> std::string {
@@ -862,6 +872,7 @@ Case allGatherCase(weftDataType_t dt, size_t count, int n, int, ChannelConfig cf
     a.recv = s->recv[r].data();
     a.count = count;
     a.dtype = dt;
+    a.chunkBytes = cfg.callChunk;
   });
   c.verify = [=]() -> std::string {
     for (int r = 0; r < n; ++r) {
@@ -1007,6 +1018,34 @@ TEST(AlgorithmsTest, BroadcastDirect) {
 }
 TEST(AlgorithmsTest, AllGather) {
   moveMatrix(false, allGatherCase);
+}
+
+// The tuner picks the rings' chunk below the slot over the network
+// (tuner.cc, ringChunk): each block then spans several passes, and a chunk
+// need not be a whole number of elements. Every message stays within it.
+TEST(AlgorithmsTest, RingsRunWithTheTunersChunk) {
+  ScopedAlgoEnv scoped("ring");
+  constexpr size_t kChunk = 1000;
+  constexpr ChannelConfig kRoomyChunked{64 * 1024, 4, false, SIZE_MAX, false, kChunk};
+  constexpr ChannelConfig kLazyChunked{64 * 1024, 16, false, SIZE_MAX, true, kChunk};
+  for (ChannelConfig cfg : {kRoomyChunked, kLazyChunked}) {
+    for (int n : {2, 3, 5}) {
+      MemChannel::largestCommit_ = 0;
+      std::vector<Case> cases;
+      for (weftDataType_t dt : {weftFloat32, weftFloat16, weftInt8, weftFloat64}) {
+        for (size_t count : {size_t{7}, size_t{1023}, kLargeCount}) {
+          for (bool inPlace : {false, true}) {
+            cases.push_back(allReduceCase("ring", dt, Op::Sum, count, n, cfg, inPlace));
+            cases.push_back(reduceScatterCase(dt, Op::Avg, count, n, cfg, inPlace));
+            cases.push_back(allGatherCase(dt, count, n, 0, cfg, inPlace));
+          }
+        }
+      }
+      runCases(n, cfg, cases);
+      EXPECT_GT(MemChannel::largestCommit_.load(), size_t{0}) << str(cfg);
+      EXPECT_LE(MemChannel::largestCommit_.load(), kChunk) << str(cfg);
+    }
+  }
 }
 TEST(AlgorithmsTest, AllToAll) {
   moveMatrix(false, allToAllCase);

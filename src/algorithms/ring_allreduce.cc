@@ -1,5 +1,6 @@
 // Ring allreduce: a reduce-scatter then an all-gather around the ring
-// r -> r+1, pipelined one chunk (channel slot) at a time.
+// r -> r+1, pipelined one chunk (at most a channel slot;
+// the tuner's chunk) at a time.
 //
 // The buffer is cut into n blocks; each pass moves one chunk-sized slice of
 // every block all the way round in 2(n-1) messages, and several passes are
@@ -37,7 +38,7 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
   auto blockStart = [&](int b) { return std::min(a.count, perBlock * b); };
   auto blockLen = [&](int b) { return std::min(a.count, perBlock * (b + 1)) - blockStart(b); };
   auto mod = [n](int x) { return algo::mod(x, n); };
-  const size_t chunkElems = ctx.chunkBytes() / es;
+  const size_t chunkElems = algo::chunkBytes(ctx, a, es) / es;
   const size_t passes = (perBlock + chunkElems - 1) / chunkElems;
   // Messages per pass: n-1 of the reduce-scatter, n-1 of the all-gather.
   const size_t messages = 2 * static_cast<size_t>(n - 1);

@@ -1,6 +1,6 @@
-// Ring reduce-scatter around r -> r+1, pipelined one chunk (channel slot) at
-// a time, with several chunks in flight (ring_schedule.h). Rank r ends with
-// block r (recvcount elements) of the reduction.
+// Ring reduce-scatter around r -> r+1, pipelined one chunk (at most a channel
+// slot; the tuner's chunk) at a time, with several chunks in flight (ring_schedule.h). Rank r ends
+// with block r (recvcount elements) of the reduction.
 //
 // Step 0 sends block r-1; step s receives block r-1-s reduced by s ranks,
 // folds in this rank's part and passes it on, writing straight into the next
@@ -36,7 +36,7 @@ Status ringReduceScatter(CollContext& ctx, const CollArgs& a) {
   SendChannel& next = ctx.sendTo(algo::mod(r + 1, n));
   RecvChannel& prev = ctx.recvFrom(algo::mod(r - 1, n));
   Progress progress(ctx.health());
-  const size_t chunkElems = ctx.chunkBytes() / es;
+  const size_t chunkElems = algo::chunkBytes(ctx, a, es) / es;
 
   const size_t passes = (count + chunkElems - 1) / chunkElems;
   const size_t messages = static_cast<size_t>(n - 1);
