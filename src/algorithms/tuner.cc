@@ -349,19 +349,21 @@ using Formula = double (*)(const Model& m, double bytes, size_t* chunk);
 // while the kernel moves the next. Two messages in flight keep the link
 // busy, so the split is into two passes at most, with the largest chunk
 // that makes two. A message of up to 64 KiB (one TCP segment on loopback,
-// one GSO/GRO packet on a NIC) moves at the stream rate even alone, so a
-// block splits only where both halves are at least that. On shared memory
-// the slot, as measured there.
-// 2 ranks over TCP loopback, median of 5-9 alternating runs: allreduce
-// 512 KiB (256 KiB blocks) 470-600 us -> 336-520 (forced ring with 64 and
-// 128 KiB slots: 296 and 316 against 525); reduce-scatter and all-gather
-// 512 KiB 0.67-0.84x the time. Blocks of 32 KiB split in two: 1.5-2x slower
-// (reduce-scatter, all-gather 64 KiB). From two slots up (1 MiB) smaller
-// chunks gained nothing beyond the noise.
+// one GSO/GRO packet on a NIC) moves at the stream rate even alone, and
+// halves of that size did not pay for their extra step either: a block
+// splits only where both halves are longer. On shared memory the slot, as
+// measured there.
+// 2 ranks over TCP loopback, median of 9 alternating runs, time against the
+// unsplit ring: 512 KiB (256 KiB blocks in 128 KiB halves) allreduce 0.61x,
+// reduce-scatter 0.73x, all-gather 0.62x (in 64 KiB quarters, two runs:
+// 0.72-0.86x, 0.68-0.74x, 0.67-0.84x); 256 KiB (128 KiB blocks in 64 KiB
+// halves) reduce-scatter 1.07-1.14x, all-gather 1.06-1.60x; 32 KiB blocks
+// in 16 KiB halves 1.5-2x. From two slots up (1 MiB) smaller chunks gained
+// nothing beyond the noise.
 constexpr size_t kLoneMessageBytes = 64 << 10;
 size_t ringChunk(const Model& m, LinkClass l, double block) {
   const size_t slot = m.s.slotBytes;
-  if (l != LinkClass::Net || block > static_cast<double>(slot) || block < 2.0 * kLoneMessageBytes)
+  if (l != LinkClass::Net || block > static_cast<double>(slot) || block <= 2.0 * kLoneMessageBytes)
     return slot;
   size_t chunk = slot;
   while (static_cast<double>(chunk) >= block) chunk /= 2;
