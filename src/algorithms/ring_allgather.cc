@@ -1,8 +1,9 @@
-// Ring all-gather around r -> r+1, pipelined one chunk (at most a channel
-// slot; the tuner's chunk) at a time, with several chunks in flight (ring_schedule.h). Step 0 sends
-// this rank's block; step t receives block r-t, forwards it (except at the last step, whose block
-// the next rank started from) and copies it into place. In place when send == recv + r*count: the
-// self copy is skipped.
+// Ring all-gather around r -> r+1, pipelined one chunk (the tuner's, at most
+// a channel slot) at a time, with several chunks in flight
+// (ring_schedule.h). Step 0 sends this rank's block; step t receives block
+// r-t, forwards it (except at the last step, whose block the next rank
+// started from) and copies it into place. In place when
+// send == recv + r*count: the self copy is skipped.
 //
 // Cost, n ranks, N = n*count bytes in total: n-1 steps; each rank sends and
 // receives (n-1)/n * N bytes. Deadlock-free with >= 2 slots per channel.

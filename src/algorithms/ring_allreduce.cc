@@ -1,6 +1,6 @@
 // Ring allreduce: a reduce-scatter then an all-gather around the ring
-// r -> r+1, pipelined one chunk (at most a channel slot;
-// the tuner's chunk) at a time.
+// r -> r+1, pipelined one chunk (the tuner's, at most a channel slot) at a
+// time.
 //
 // The buffer is cut into n blocks; each pass moves one chunk-sized slice of
 // every block all the way round in 2(n-1) messages, and several passes are

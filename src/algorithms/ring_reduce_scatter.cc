@@ -1,6 +1,7 @@
-// Ring reduce-scatter around r -> r+1, pipelined one chunk (at most a channel
-// slot; the tuner's chunk) at a time, with several chunks in flight (ring_schedule.h). Rank r ends
-// with block r (recvcount elements) of the reduction.
+// Ring reduce-scatter around r -> r+1, pipelined one chunk (the tuner's, at
+// most a channel slot) at a time, with several chunks in flight
+// (ring_schedule.h). Rank r ends with block r (recvcount elements) of the
+// reduction.
 //
 // Step 0 sends block r-1; step s receives block r-1-s reduced by s ranks,
 // folds in this rank's part and passes it on, writing straight into the next
