@@ -1047,6 +1047,7 @@ TEST(AlgorithmsTest, RingsRunWithTheTunersChunk) {
     }
   }
 }
+
 TEST(AlgorithmsTest, AllToAll) {
   moveMatrix(false, allToAllCase);
 }
