@@ -103,6 +103,9 @@ TEST(TcpWire, DataHeaderChecksSequenceSizeAndMagic) {
   EXPECT_FALSE(tcp::parseDataHeader(&f, sizeof f, 5, 4096, &out).isOk());
   f = dataHeader(5, 1);
   EXPECT_FALSE(tcp::parseDataHeader(&f, sizeof f - 3, 5, 4096, &out).isOk());
+  f = dataHeader(5, 1);
+  f.reserved[39] = 1;  // reserved bytes travel as zero
+  EXPECT_FALSE(tcp::parseDataHeader(&f, sizeof f, 5, 4096, &out).isOk());
 }
 
 // A socket buffer below a segment stalls TCP on its probe timer (a 512 KiB

@@ -59,6 +59,8 @@ Status parseCommon(const void* data, size_t len, FrameHeader* h) {
   if (h->magic != kFrameMagic) return Status(weftRemoteError, "frame header has a bad magic");
   if (h->version != kWireVersion)
     return makeError(weftRemoteError, "frame header has wire version %u", h->version);
+  for (uint8_t b : h->reserved)
+    if (b != 0) return Status(weftRemoteError, "frame header has reserved bytes that are not zero");
   return Status::ok();
 }
 }  // namespace
