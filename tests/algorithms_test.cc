@@ -1020,9 +1020,9 @@ TEST(AlgorithmsTest, AllGather) {
   moveMatrix(false, allGatherCase);
 }
 
-// The tuner picks the rings' chunk below the slot over the network
-// (tuner.cc, ringChunk): each block then spans several passes, and a chunk
-// need not be a whole number of elements. Every message stays within it.
+// The rings take CollArgs::chunkBytes (the tuner's chunk) as the chains do:
+// below the slot each block spans several passes, and a chunk need not be a
+// whole number of elements. Every message stays within it.
 TEST(AlgorithmsTest, RingsRunWithTheTunersChunk) {
   ScopedAlgoEnv scoped("ring");
   constexpr size_t kChunk = 1000;

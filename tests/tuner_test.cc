@@ -370,36 +370,6 @@ TEST(TunerModel, ChainPipelinesWithSmallerChunks) {
   EXPECT_EQ(two->chunkBytes, size_t{256} << 10);  // one hop: no fill to hide
 }
 
-// Over the network a ring splits a block that one chunk would carry into
-// two passes, so that one pass's message follows the other's; a block of
-// two slots or more keeps whole slots, as does one of up to two 64 KiB
-// messages (one of those moves at the stream rate alone), and shared memory
-// the slot.
-TEST(TunerModel, RingsSplitABlockIntoTwoPassesOverTheNetwork) {
-  const TunerParams p = defaultTunerParams();
-  constexpr size_t kSlot = 256 << 10;
-  struct Ring {
-    CollKind kind;
-    size_t blocksPerCall;  // the block is bytes / this
-  };
-  for (Ring ring : {Ring{CollKind::AllReduce, 2}, Ring{CollKind::ReduceScatter, 1},
-                    Ring{CollKind::AllGather, 1}}) {
-    const char* name = collName(ring.kind);
-    for (size_t block : {size_t{129} << 10, size_t{200} << 10, size_t{256} << 10}) {
-      const auto net = predictCost(ring.kind, "ring", block * ring.blocksPerCall, shape(2, 2), p);
-      ASSERT_TRUE(net);
-      EXPECT_EQ((block + net->chunkBytes - 1) / net->chunkBytes, 2u) << name << " " << block;
-      const auto shm = predictCost(ring.kind, "ring", block * ring.blocksPerCall, shape(2), p);
-      EXPECT_EQ(shm->chunkBytes, kSlot) << name << " " << block;
-    }
-    for (size_t block :
-         {size_t{4} << 10, size_t{128} << 10, size_t{512} << 10, size_t{256} << 20}) {
-      const auto net = predictCost(ring.kind, "ring", block * ring.blocksPerCall, shape(2, 2), p);
-      EXPECT_EQ(net->chunkBytes, kSlot) << name << " " << block;
-    }
-  }
-}
-
 TEST(TunerRestrictions, AlgoAndProto) {
   const auto& t = kFullTable;
   EXPECT_EQ(pickIn(t, CollKind::AllReduce, 8, shape(8), "allreduce:ring"), "ring");

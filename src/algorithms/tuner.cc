@@ -341,40 +341,10 @@ double foldOut(const Model& m, LinkClass l, double N) {
 
 using Formula = double (*)(const Model& m, double bytes, size_t* chunk);
 
-// The rings' chunk for a block of `block` bytes. Every pass crosses every
-// rank's link, so smaller chunks leave the bandwidth term as it is; what they
-// buy over the network is overlap. With one pass (the block in one chunk)
-// each step's message travels alone, and the next step waits for all of it;
-// with two, one pass's message follows the other's, and a rank takes one in
-// while the kernel moves the next. Two messages in flight keep the link
-// busy, so the split is into two passes at most, with the largest chunk
-// that makes two. A message of up to 64 KiB (one TCP segment on loopback,
-// one GSO/GRO packet on a NIC) moves at the stream rate even alone, and
-// halves of that size did not pay for their extra step either: a block
-// splits only where both halves are longer. On shared memory the slot, as
-// measured there.
-// 2 ranks over TCP loopback, median of 9 alternating runs, time against the
-// unsplit ring: 512 KiB (256 KiB blocks in 128 KiB halves) allreduce 0.61x,
-// reduce-scatter 0.73x, all-gather 0.62x (in 64 KiB quarters, two runs:
-// 0.72-0.86x, 0.68-0.74x, 0.67-0.84x); 256 KiB (128 KiB blocks in 64 KiB
-// halves) reduce-scatter 1.07-1.14x, all-gather 1.06-1.60x; 32 KiB blocks
-// in 16 KiB halves 1.5-2x. From two slots up (1 MiB) smaller chunks gained
-// nothing beyond the noise.
-constexpr size_t kLoneMessageBytes = 64 << 10;
-size_t ringChunk(const Model& m, LinkClass l, double block) {
-  const size_t slot = m.s.slotBytes;
-  if (l != LinkClass::Net || block > static_cast<double>(slot) || block <= 2.0 * kLoneMessageBytes)
-    return slot;
-  size_t chunk = slot;
-  while (static_cast<double>(chunk) >= block) chunk /= 2;
-  return chunk;
-}
-
 // --- allreduce (N = bytes) ---
-double arRing(const Model& m, double N, size_t* chunk) {
+double arRing(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
   const double b = N / m.n;
-  *chunk = ringChunk(m, l, b);
   // reduce-scatter steps copy b into the next slot and reduce b; all-gather
   // steps forward b and copy it out.
   return 2.0 * (m.n - 1) * m.step(l) + (m.n - 1) * b * (m.beta(l) + m.gamma()) +
@@ -424,9 +394,8 @@ double arHier(const Model& m, double N, size_t*) {
 }
 
 // --- reducescatter (N = n * bytes) ---
-double rsRing(const Model& m, double bytes, size_t* chunk) {
+double rsRing(const Model& m, double bytes, size_t*) {
   const LinkClass l = m.flat();
-  *chunk = ringChunk(m, l, bytes);
   return (m.n - 1) * (m.step(l) + bytes * (m.beta(l) + m.gamma()));
 }
 double rsRhd(const Model& m, double bytes, size_t*) {
@@ -450,9 +419,8 @@ double rsHier(const Model& m, double bytes, size_t*) {
 }
 
 // --- allgather (b = bytes per rank) ---
-double agRing(const Model& m, double b, size_t* chunk) {
+double agRing(const Model& m, double b, size_t*) {
   const LinkClass l = m.flat();
-  *chunk = ringChunk(m, l, b);
   return (m.n - 1) * (m.step(l) + m.dup(l) * b * m.beta(l));
 }
 double agDirect(const Model& m, double b, size_t*) {
