@@ -18,6 +18,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/direct.h"
 #include "base/dtype.h"
+#include "base/page_buffer.h"
 #include "kernels/reduce.h"
 
 namespace weft {
@@ -38,9 +39,9 @@ Status directAllToAll(CollContext& ctx, const CollArgs& a) {
   if (in < rin + total && rin < in + total) {
     // In place, or overlapping the output: publish a private copy.
     thread_local std::vector<char> staging;
-    if (staging.size() < total) staging.resize(total);
-    kernels::copy(staging.data(), in, total);
-    in = staging.data();
+    char* copy = pageAlignedIn(staging, total);
+    kernels::copy(copy, in, total);
+    in = copy;
   }
   kernels::copy(out + static_cast<size_t>(r) * bytes, in + static_cast<size_t>(r) * bytes, bytes);
 

@@ -10,6 +10,7 @@
 #include "algorithms/coll.h"
 #include "algorithms/detail.h"
 #include "base/dtype.h"
+#include "base/page_buffer.h"
 
 namespace weft::algo {
 
@@ -18,16 +19,19 @@ namespace weft::algo {
 // the call ends.
 class Scratch {
  public:
-  Scratch(std::vector<char>& v, size_t bytes) : v_(v) { v_.resize(bytes); }
+  // Page-aligned, so that copies between it and a page-aligned user buffer
+  // run at full speed (base/page_buffer.h).
+  Scratch(std::vector<char>& v, size_t bytes) : v_(v), data_(pageAlignedIn(v, bytes)) {}
   ~Scratch() {
     if (v_.capacity() > (size_t{64} << 20)) std::vector<char>().swap(v_);
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
-  char* data() { return v_.data(); }
+  char* data() { return data_; }
 
  private:
   std::vector<char>& v_;
+  char* data_;
 };
 
 // Bytes per message: the slot size rounded down to whole elements.

@@ -21,6 +21,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/detail.h"
 #include "algorithms/tuner.h"
+#include "base/page_buffer.h"
 #include "kernels/reduce.h"
 
 namespace weft {
@@ -155,12 +156,12 @@ const Overlaps& resolveOverlaps(
   }
   if (out.stagedBytes > 0) {
     staged.assign(ops.begin(), ops.end());
-    staging.resize(out.stagedBytes);
+    char* base = pageAlignedIn(staging, out.stagedBytes);
     size_t at = 0;
     for (size_t si = 0; si < ops.size(); ++si) {
       if (!stageIt[si]) continue;
-      kernels::copy(staging.data() + at, staged[si].buf, staged[si].bytes);
-      staged[si].buf = staging.data() + at;
+      kernels::copy(base + at, staged[si].buf, staged[si].bytes);
+      staged[si].buf = base + at;
       at += staged[si].bytes;
     }
     out.ops = staged;

@@ -52,6 +52,7 @@
 
 struct epoll_event;
 
+#include "base/page_buffer.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/channel.h"
 #include "transport/tcp/wire.h"
@@ -153,7 +154,7 @@ class TcpSendChannel final : public SendChannel {
   TcpPeer& peer_;
   uint32_t nslots_, nsocks_;
   size_t slotBytes_;
-  std::unique_ptr<char[]> buf_;
+  PageBuffer buf_;  // the staging slots, page-aligned (base/page_buffer.h)
   StagingPool stagingPool_;
   std::vector<tcp::FrameHeader> headers_;  // per slot
   std::vector<const char*> payload_;       // per slot: the bytes to send (staging or the caller's)
@@ -206,7 +207,7 @@ class TcpRecvChannel final : public RecvChannel {
   TcpPeer& peer_;
   uint32_t nslots_, nsocks_;
   size_t slotBytes_;
-  std::unique_ptr<char[]> buf_;
+  PageBuffer buf_;  // the staging slots, page-aligned (base/page_buffer.h)
   StagingPool stagingPool_;
   std::vector<size_t> bytes_;       // per slot
   std::vector<char*> landedAt_;     // per slot: where its payload went (nullptr: staging)
