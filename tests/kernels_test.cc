@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "base/page_buffer.h"
 #include "kernels/dispatch.h"
 #include "kernels/reduce.h"
 
@@ -550,6 +551,31 @@ TEST(Kernels, CopyBelowAndAboveStreamingThreshold) {
       }
     }
   });
+}
+
+// copyCached takes another path where the destination runs 1-63 bytes ahead
+// of the source modulo 4 KiB: every copy there and around it lands whole,
+// and nothing outside the destination is written.
+TEST(Kernels, CopyCachedAtEveryNearOffsetModuloAPage) {
+  std::mt19937_64 rng(9);
+  constexpr size_t kMost = 100003, kRoom = 8192;
+  PageBuffer src = allocatePages(kMost + kRoom), dst = allocatePages(kMost + kRoom);
+  ASSERT_TRUE(src && dst);
+  for (size_t i = 0; i < kMost + kRoom; ++i) src[i] = static_cast<char>(rng());
+  for (size_t ahead : {0, 1, 8, 16, 31, 32, 63, 64, 100, 4095}) {
+    for (size_t bytes : {size_t{1023}, size_t{1024}, size_t{4096 + 13}, kMost}) {
+      for (auto fn : {&kernels::copyCached, &kernels::copy}) {
+        SCOPED_TRACE("ahead=" + std::to_string(ahead) + " bytes=" + std::to_string(bytes));
+        std::memset(dst.get(), 0x5A, kMost + kRoom);
+        const char* from = src.get() + 128;
+        char* to = dst.get() + 128 + ahead;
+        fn(to, from, bytes);
+        EXPECT_EQ(std::memcmp(to, from, bytes), 0);
+        for (char* p = dst.get(); p < to; ++p) ASSERT_EQ(*p, 0x5A);
+        for (char* p = to + bytes; p < dst.get() + kMost + kRoom; ++p) ASSERT_EQ(*p, 0x5A);
+      }
+    }
+  }
 }
 
 // The streaming path itself, at every head/tail split.

@@ -38,17 +38,17 @@ Status bruckAllToAll(CollContext& ctx, const CollArgs& a) {
   for (int bit = 1; bit < n; bit *= 2) {
     size_t m = 0;
     for (int i = 0; i < n; ++i) {
-      if (i & bit) std::memcpy(packed.data() + m++ * bb, tmp.data() + i * bb, bb);
+      if (i & bit) kernels::copyCached(packed.data() + m++ * bb, tmp.data() + i * bb, bb);
     }
     const int to = algo::mod(r + bit, n), from = algo::mod(r - bit, n);
     WEFT_RETURN_IF_ERROR(algo::exchange(ctx, progress, chunk, to, packed.data(), m * bb, from,
                                         m * bb, false,
                                         [&](size_t off, const void* data, size_t len) {
-                                          std::memcpy(incoming.data() + off, data, len);
+                                          kernels::copyCached(incoming.data() + off, data, len);
                                         }));
     m = 0;
     for (int i = 0; i < n; ++i) {
-      if (i & bit) std::memcpy(tmp.data() + i * bb, incoming.data() + m++ * bb, bb);
+      if (i & bit) kernels::copyCached(tmp.data() + i * bb, incoming.data() + m++ * bb, bb);
     }
   }
   for (int i = 0; i < n; ++i)

@@ -52,7 +52,7 @@ Status directGather(CollContext& ctx, const CollArgs& a) {
       const size_t c = std::min(chunk, bytes - off);
       void* slot;
       WEFT_RETURN_IF_ERROR(acquireSlot(ch, progress, &slot));
-      std::memcpy(slot, in + off, c);
+      kernels::copyCached(slot, in + off, c);
       ch.commit(c);
     }
     return Status::ok();
@@ -98,7 +98,7 @@ Status directGather(CollContext& ctx, const CollArgs& a) {
         }
         const size_t c = std::min(chunk, bytes - got[p]);
         if (have != c) return algo::sizeMismatch(have, c);
-        std::memcpy(out + static_cast<size_t>(p) * bytes + got[p], data, c);
+        kernels::copyCached(out + static_cast<size_t>(p) * bytes + got[p], data, c);
         ch.release();
         got[p] += c;
         moved = true;

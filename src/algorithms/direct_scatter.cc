@@ -57,7 +57,7 @@ Status directScatter(CollContext& ctx, const CollArgs& a) {
       const size_t c = std::min(chunk, bytes - off);
       const void* data;
       WEFT_RETURN_IF_ERROR(peekSlot(ch, progress, c, &data));
-      std::memcpy(out + off, data, c);
+      kernels::copyCached(out + off, data, c);
       ch.release();
     }
     return Status::ok();
@@ -92,7 +92,7 @@ Status directScatter(CollContext& ctx, const CollArgs& a) {
         void* slot = ch.tryAcquire();
         if (!slot) break;
         const size_t c = std::min(chunk, bytes - sent[p]);
-        std::memcpy(slot, in + static_cast<size_t>(p) * bytes + sent[p], c);
+        kernels::copyCached(slot, in + static_cast<size_t>(p) * bytes + sent[p], c);
         ch.commit(c);
         sent[p] += c;
         moved = true;

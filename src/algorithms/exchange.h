@@ -11,6 +11,7 @@
 #include "algorithms/detail.h"
 #include "base/dtype.h"
 #include "base/page_buffer.h"
+#include "kernels/reduce.h"
 
 namespace weft::algo {
 
@@ -71,7 +72,7 @@ Status exchange(CollContext& ctx, Progress& progress, size_t chunk, int to, cons
       if (!slot) break;
       const size_t c = std::min(chunk, sendBytes - sent);
       if (gate) {  // the receive may overwrite src as soon as this returns
-        std::memcpy(slot, src + sent, c);
+        kernels::copyCached(slot, src + sent, c);
         tx->commit(c);
       } else {
         tx->commitFrom(slot, src + sent, c);

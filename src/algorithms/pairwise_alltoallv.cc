@@ -51,9 +51,9 @@ Status exchangeV(CollContext& ctx, Progress& progress, int to, const char* src, 
       if (sent == 0) {
         const uint64_t header = sendBytes;
         std::memcpy(slot, &header, kHeader);
-        std::memcpy(slot + kHeader, src, c - kHeader);
+        kernels::copyCached(slot + kHeader, src, c - kHeader);
       } else {
-        std::memcpy(slot, src + sent - kHeader, c);
+        kernels::copyCached(slot, src + sent - kHeader, c);
       }
       tx.commit(c);
       sent += c;
@@ -74,7 +74,7 @@ Status exchangeV(CollContext& ctx, Progress& progress, int to, const char* src, 
       }
       const size_t c = std::min(chunk, recvTotal - got);
       if (have != c) return algo::sizeMismatch(have, c);
-      std::memcpy(dst + got + skip - kHeader, data + skip, c - skip);
+      kernels::copyCached(dst + got + skip - kHeader, data + skip, c - skip);
       rx.release();
       got += c;
       moved = true;

@@ -27,7 +27,7 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
   auto noRecv = [](size_t, const void*, size_t) {};
   auto copyInto = [&](size_t base) {
     return [&, base](size_t off, const void* data, size_t bytes) {
-      std::memcpy(buf + base + off, data, bytes);
+      kernels::copyCached(buf + base + off, data, bytes);
     };
   };
 
@@ -63,7 +63,7 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
     hi = keepHi;
   }
   // No step (one rank): the input is the result.
-  if (cur != buf) std::memcpy(buf + start(i), cur + start(i), start(i + 1) - start(i));
+  if (cur != buf) kernels::copyCached(buf + start(i), cur + start(i), start(i + 1) - start(i));
 
   if (const int e = f.extraOf(); e >= 0) {
     const size_t from = bounds[e] * es;
@@ -84,7 +84,7 @@ Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const 
   auto copyInto = [&](size_t base) {
     return [&, base](size_t off, const void* data, size_t bytes) {
       char* dst = buf + base + off;
-      if (dst != data) std::memcpy(dst, data, bytes);
+      if (dst != data) kernels::copyCached(dst, data, bytes);
     };
   };
 

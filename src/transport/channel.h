@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "kernels/reduce.h"
 
 namespace weft {
 
@@ -32,7 +33,7 @@ class SendChannel {
   // drained() or the end of the collective (Transports::flush). Use it only
   // where the collective never writes `src` before then.
   virtual void commitFrom(void* slot, const void* src, size_t bytes) {
-    if (bytes > 0 && slot != src) std::memcpy(slot, src, bytes);
+    if (bytes > 0 && slot != src) kernels::copyCached(slot, src, bytes);
     commit(bytes);
   }
   // True while some commitFrom() source may still be read (moves what it
