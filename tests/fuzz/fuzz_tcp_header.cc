@@ -32,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       tcp::FrameHeader out;
       uint64_t seq = 0;
       if (size >= 8) std::memcpy(&seq, data + size - 8, 8);
-      (void)tcp::parseDataHeader(data, size < 24 ? size : 24, seq, 256 << 10, &out);
+      const size_t header = sizeof(tcp::FrameHeader);
+      (void)tcp::parseDataHeader(data, size < header ? size : header, seq, 256 << 10, &out);
       break;
     }
     case 2: {
