@@ -1410,6 +1410,42 @@ class PeerLeavesDuringCheck final : public HealthMonitor {
   std::function<void()> lastSend_;
 };
 
+// A wait's spin ends with its first health check: on an oversubscribed host
+// after a few dozen rounds (the peer it waits for may need this CPU),
+// otherwise after a couple of thousand.
+class CountingHealth final : public HealthMonitor {
+ public:
+  explicit CountingHealth(bool crowded) : crowded_(crowded) {}
+  bool failed() const override { return false; }
+  Status check() override {
+    ++checks;
+    return Status::ok();
+  }
+  bool oversubscribed() const override { return crowded_; }
+  int checks = 0;
+
+ private:
+  bool crowded_;
+};
+
+int idleRoundsBeforeFirstCheck(bool crowded) {
+  CountingHealth health(crowded);
+  Progress progress(health);
+  for (int round = 0; round < 100000; ++round) {
+    if (!progress.idle().isOk() || health.checks > 0) return round;
+  }
+  return -1;
+}
+
+TEST(AlgorithmsTest, AWaitOnAnOversubscribedHostSpinsBriefly) {
+  const int crowded = idleRoundsBeforeFirstCheck(true);
+  const int roomy = idleRoundsBeforeFirstCheck(false);
+  EXPECT_GE(crowded, 1);
+  EXPECT_LE(crowded, 100);
+  EXPECT_GE(roomy, 1000);
+  EXPECT_GT(roomy, 10 * crowded);
+}
+
 void sendChunk(MemChannel& ch, const void* data, size_t bytes) {
   void* slot = ch.tryAcquire();
   ASSERT_NE(slot, nullptr);

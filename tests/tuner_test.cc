@@ -758,6 +758,11 @@ TEST(TunerOversubscribed, AgreedAtCreationAndOverridable) {
         }
       },
       cal);
+  // Room for every rank: waits keep their long spin.
+  test::RunOptions roomy;
+  roomy.env = {{"WEFT_TUNER_HOST_CPUS", "64"}, {"WEFT_TUNER_CALIBRATE", "0"}};
+  test::runRanks(
+      2, [](weftComm_t comm, int, int) { RANK_EXPECT(!comm->health.oversubscribed()); }, roomy);
   // WEFT_TUNER_HOST_CPUS=1: four ranks on one CPU take recursive doubling
   // for a small allreduce, and get the right sums.
   test::RunOptions opts;
@@ -767,6 +772,9 @@ TEST(TunerOversubscribed, AgreedAtCreationAndOverridable) {
       [](weftComm_t comm, int rank, int n) {
         const TunerShape& s = comm->tuner->shape();
         RANK_EXPECT(s.hostCpus == 1);
+        // Waits spin briefly (Progress::idle): the host is crowded whether
+        // the ranks talk shared memory or, under WEFT_SHM_DISABLE, TCP.
+        RANK_EXPECT(comm->health.oversubscribed());
         if (s.ranksPerHost == n) {  // not under WEFT_SHM_DISABLE (one host per rank)
           RANK_EXPECT(oversubscribed(s));
           RANK_EXPECT(std::string(comm->tuner->choose(CollKind::AllReduce, 64).alg->name) ==

@@ -80,6 +80,10 @@ class HealthMonitor {
   // True when every peer's arrivals end park() at once (all on sockets, no
   // shared memory): a wait can then sleep in park() instead of spinning.
   virtual bool wakesOnArrival() const { return false; }
+  // True when this communicator has more ranks on a host than CPUs they may
+  // use: the peer a rank waits for may be waiting for this rank's CPU, so a
+  // wait gives the CPU up after a short spin.
+  virtual bool oversubscribed() const { return false; }
 };
 
 // Back-off for a loop that polls channels.

@@ -105,7 +105,8 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
   return std::max(1, static_cast<int>(std::floor(maxRanks / worst + 1e-9)));
 }
 
-Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpus) {
+Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpus,
+                     int* ownHostCpus) {
   const int n = ctx.nranks();
   CpuRecord mine;
   const int usable = usableCpus(mine.mask);
@@ -123,17 +124,21 @@ Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpu
   } else {
     all[0] = mine;
   }
-  int32_t answer = 0;
+  int32_t answer[2] = {0, 0};  // hostOf's hosts; every rank a host
   if (ctx.rank() == 0) {
-    answer = worstHostCpus(all, hostOf);
+    std::vector<int> own(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) own[r] = r;
+    answer[0] = worstHostCpus(all, hostOf);
+    answer[1] = worstHostCpus(all, own);
     const int64_t forced = envInt("TUNER_HOST_CPUS", -1);
-    if (forced >= 0) answer = static_cast<int32_t>(std::min<int64_t>(forced, 1 << 20));
+    if (forced >= 0)
+      answer[0] = answer[1] = static_cast<int32_t>(std::min<int64_t>(forced, 1 << 20));
   }
   if (n > 1) {
     CollArgs a;
     a.kind = CollKind::Broadcast;
-    a.send = &answer;
-    a.recv = &answer;
+    a.send = answer;
+    a.recv = answer;
     a.count = sizeof(answer);
     a.dtype = weftUint8;
     a.root = 0;
@@ -142,7 +147,8 @@ Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpu
   // Sends may still read `mine`, `all` or `answer`, which end with this call.
   Progress progress(ctx.health());
   WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(ctx, progress));
-  *hostCpus = std::max(answer, 0);
+  *hostCpus = std::max(answer[0], 0);
+  if (ownHostCpus) *ownHostCpus = std::max(answer[1], 0);
   return Status::ok();
 }
 

@@ -235,7 +235,10 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
 // masks, capped by the smallest quota. Returns the host with the most
 // ranks per CPU's count, or WEFT_TUNER_HOST_CPUS if set (rank 0's value,
 // broadcast). Collective over ctx: every rank calls it, before any
-// collective that the tuner picks.
-Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpus);
+// collective that the tuner picks. `ownHostCpus`, if given, gets the same
+// answer as if every rank were a host of its own (the tuner's view when
+// ranks on one host talk TCP), from the same exchange.
+Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpus,
+                     int* ownHostCpus = nullptr);
 
 }  // namespace weft

@@ -34,6 +34,7 @@ class CommHealth final : public HealthMonitor {
   bool poll() override;
   void park(long ns) override;
   bool wakesOnArrival() const override;
+  bool oversubscribed() const override;
   // workDeadline: the work handle's own deadline, if any (Task::deadline).
   void beginCollective(const std::atomic<int64_t>* workDeadline = nullptr);
 
@@ -87,6 +88,8 @@ struct weftComm {
   std::unique_ptr<weft::Bootstrap> bootstrap;
   std::unique_ptr<weft::Transports> transport;  // per-peer shm or tcp channels
   std::unique_ptr<weft::Tuner> tuner;           // set once the channels exist
+  // More ranks on some host than its CPUs (set with the tuner; CommHealth).
+  std::atomic<bool> oversubscribed{false};
   weft::CommHealth health{*this};
   weft::CommContext context{*this};
   std::unique_ptr<weft::Engine> engine;
