@@ -499,6 +499,12 @@ TEST(TunerOversubscribed, FourRanksOnTwoCpusTakeRecursiveDoublingWhenSmall) {
   // n-1 steps (ring) while latency dominates.
   for (size_t perRank : {size_t{2}, size_t{1} << 10})
     EXPECT_EQ(pick(CollKind::AllGather, perRank, s), "recdoubling") << perRank;
+  // All-to-all: Bruck's log2(n) partners while small, not once the bytes
+  // count; with CPUs enough, pairwise or direct as before.
+  for (size_t perPeer : {size_t{8}, size_t{2} << 10})
+    EXPECT_EQ(pick(CollKind::AllToAll, perPeer, s), "bruck") << perPeer;
+  EXPECT_NE(pick(CollKind::AllToAll, 256 << 10, s), "bruck");
+  EXPECT_NE(pick(CollKind::AllToAll, 8, shape(4)), "bruck");
   // Direct waits on every peer: it costs more than on a host with CPUs.
   TunerShape enough = s;
   enough.hostCpus = 4;

@@ -44,12 +44,13 @@ constexpr TunerParams kDefaults{
      {1.0, 25.0},   // cma: process_vm_readv, slower per byte than memcpy
      {25.0, 3.0}},  // net: TCP, a conservative 25 Gbit/s-class guess
     18.5,           // reduce: a += b over two streams, one core
-    // sched: an awaited peer that is not running costs about half of the
-    // waiter's spin before it yields (2000 pauses, ~55 us on the 2-vCPU
-    // development host; a yield itself ~1 us). Consistent with the forced
-    // runs at 4 ranks on 2 CPUs: recursive doubling beat direct by 1.4-2.2x
-    // up to 4 KiB and the ring up to 256 KiB, the ring won from 2 MiB
-    // (the model needs 12 < sched < 60 for that).
+    // sched: fitted when a waiter spun 2000 pauses (~55 us) before it
+    // yielded, to forced runs at 4 ranks on 2 CPUs: recursive doubling beat
+    // direct by 1.4-2.2x up to 4 KiB and the ring up to 256 KiB, the ring
+    // won from 2 MiB (the model needs 12 < sched < 60 for that). With the
+    // short spin of an oversubscribed host (progress.cc) forced runs still
+    // put recursive doubling first up to 128 KiB and the ring from 2 MiB,
+    // and any value from 6 to 56 makes the same allreduce choices.
     28.0,
     // net fan-out: the calibration measured 8-12 us per extra peer over TCP
     // loopback on the development host (4-8 ranks, one per host, on 2 vCPUs),
@@ -537,12 +538,17 @@ struct Entry {
 // On an oversubscribed host recursive doubling (allreduce, all-gather) is a
 // candidate: there the scheduling delay per awaited peer outweighs its extra
 // step (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat
-// direct and the ring below 2 MiB). rhd, binomial and Bruck also wait on
-// one partner per step and their formulas carry the term, but they are not
-// candidates until forced runs on an idle oversubscribed host show them
-// winning (the model puts rhd a constant 2 steps ahead of the ring at any
-// size, a gain too small to take on faith); the tree waits on up to three
-// peers per chunk.
+// direct and the ring below 2 MiB). So is Bruck all-to-all, which also
+// waits on one partner per step: forced at 4 ranks on 2 CPUs over shared
+// memory (waits with the short spin of progress.cc), it beat pairwise by
+// 1.5-1.9x from 32 B to 8 KiB in two runs (median of 8 each), and the model
+// takes it there and not from 128 KiB, where pairwise won. The others stay
+// out: binomial broadcast beat the chain by 1.04-1.3x up to 512 KiB in one
+// such run and lost by 1.16-1.33x up to 32 KiB in the next; rhd won
+// reduce-scatter below 32 KiB by 1.2-1.4x but lost to the ring by 1.3-1.7x
+// at 2-8 MiB, where the model, which puts rhd a constant 2 steps ahead of
+// the ring at any size, would take it; binomial reduce lost to the chain at
+// every size (1.2-1.6x). The tree waits on up to three peers per chunk.
 // Across hosts the algorithms with log2(n) steps are candidates (rhd and
 // recursive doubling allreduce, rhd reduce-scatter, recursive doubling
 // all-gather, binomial reduce, Bruck all-to-all): there a step costs a
@@ -585,7 +591,7 @@ constexpr Entry kFormulas[] = {
     {"reduce", "binomial", rdBinomial, kProtoSimple, false, false, true},
     {"alltoall", "pairwise", a2aPairwise, kProtoSimple, true, false, false},
     {"alltoall", "direct", a2aDirect, kProtoCma, true, false, false},
-    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, false, true},
+    {"alltoall", "bruck", a2aBruck, kProtoSimple, false, true, true},
     {"alltoallv", "pairwise", a2aPairwise, kProtoSimple, true, false, false},
     {"gather", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false, false},
     {"scatter", "direct", rootedDirect, kProtoSimple | kProtoCma, true, false, false},

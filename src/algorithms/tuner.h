@@ -25,11 +25,11 @@
 //
 // Oversubscription. When a host runs more ranks than it has CPUs for them
 // (TunerShape::hostCpus < ranksPerHost), some peers are not running at any
-// moment. A rank that waits for such a peer spins (progress.cc: about
-// 2000 pause rounds, ~55 us on the 2-vCPU development host) before it
-// yields its CPU to let the peer in, so each peer a step awaits costs, on
-// average, a scheduling delay (schedUs, about half that spin) times the
-// chance the peer is not running (1 - cpus/ranks). The model adds
+// moment. A rank that waits for such a peer spins briefly (progress.cc:
+// 50 pause rounds on an oversubscribed host) and then yields its CPU to let
+// the peer in, so each peer a step awaits costs, on average, a scheduling
+// delay (schedUs) times the chance the peer is not running
+// (1 - cpus/ranks). The model adds
 // schedUs x (1 - C/R) per awaited peer to every step: algorithms that wait
 // on one partner per step for few steps (recursive doubling) then beat
 // those that wait on all peers at once (direct) or take many steps (ring)
