@@ -39,7 +39,7 @@ constexpr long kNetNapNs = 1000 * 1000;
 // here, time the peer being waited for may need. 4 ranks on 2 CPUs over
 // shared memory, allreduce, median of 5 alternating runs: 8 B-2 KiB took
 // 15-22 us with 20 or 50 rounds, 53-58 with 200 and 144-386 with 2000;
-// 64 KiB-1 MiB 1.3-2x faster with 50 than with 2000. Not oversubscribed,
+// 64 KiB-1 MiB 1.3-2.3x faster with 50 than with 2000. Not oversubscribed,
 // the long spin stays: with 50 rounds 2 ranks on 2 CPUs took 1.0 us for an
 // 8 B allreduce against 0.7. (Over TCP, where a wait sleeps in epoll after
 // kNetSpinRounds polls, 1, 10, 40 and 150 polls measured alike.)

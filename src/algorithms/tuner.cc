@@ -48,9 +48,11 @@ constexpr TunerParams kDefaults{
     // yielded, to forced runs at 4 ranks on 2 CPUs: recursive doubling beat
     // direct by 1.4-2.2x up to 4 KiB and the ring up to 256 KiB, the ring
     // won from 2 MiB (the model needs 12 < sched < 60 for that). With the
-    // short spin of an oversubscribed host (progress.cc) forced runs still
-    // put recursive doubling first up to 128 KiB and the ring from 2 MiB,
-    // and any value from 6 to 56 makes the same allreduce choices.
+    // short spin of an oversubscribed host (progress.cc) forced runs put
+    // recursive doubling first up to 32 KiB (within 6% of the best at
+    // 128 KiB) and the ring from 512 KiB, where the model still takes
+    // recursive doubling (1.45x slower); any value from 6 to 56 makes the
+    // same allreduce choices.
     28.0,
     // net fan-out: the calibration measured 8-12 us per extra peer over TCP
     // loopback on the development host (4-8 ranks, one per host, on 2 vCPUs),
