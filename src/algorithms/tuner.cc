@@ -44,16 +44,16 @@ constexpr TunerParams kDefaults{
      {1.0, 25.0},   // cma: process_vm_readv, slower per byte than memcpy
      {25.0, 3.0}},  // net: TCP, a conservative 25 Gbit/s-class guess
     18.5,           // reduce: a += b over two streams, one core
-    // sched: fitted when a waiter spun 2000 pauses (~55 us) before it
-    // yielded, to forced runs at 4 ranks on 2 CPUs: recursive doubling beat
-    // direct by 1.4-2.2x up to 4 KiB and the ring up to 256 KiB, the ring
-    // won from 2 MiB (the model needs 12 < sched < 60 for that). With the
-    // short spin of an oversubscribed host (progress.cc) forced runs put
-    // recursive doubling first up to 32 KiB (within 6% of the best at
-    // 128 KiB) and the ring from 512 KiB, where the model still takes
-    // recursive doubling (1.45x slower); any value from 6 to 56 makes the
-    // same allreduce choices.
-    28.0,
+    // sched: with a waiter that spun 2000 pauses (~55 us) before it
+    // yielded, 28 fitted the forced runs at 4 ranks on 2 CPUs (recursive
+    // doubling first up to 256 KiB, the ring from 2 MiB). With the short
+    // spin of an oversubscribed host (progress.cc) a wait costs less, and
+    // the forced runs put recursive doubling first up to 128 KiB (within 6%
+    // of the best there) and the ring from 512 KiB (1.45x faster there):
+    // with 28 the model still took recursive doubling at 512 KiB; any value
+    // from 8 to 24 (the calibration keeps it within [default, 2 x default])
+    // gives the measured choices.
+    12.0,
     // net fan-out: the calibration measured 8-12 us per extra peer over TCP
     // loopback on the development host (4-8 ranks, one per host, on 2 vCPUs),
     // where the net latency measured 6-70 us.
