@@ -540,17 +540,18 @@ struct Entry {
 // On an oversubscribed host recursive doubling (allreduce, all-gather) is a
 // candidate: there the scheduling delay per awaited peer outweighs its extra
 // step (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat
-// direct and the ring below 2 MiB). So is Bruck all-to-all, which also
-// waits on one partner per step: forced at 4 ranks on 2 CPUs over shared
-// memory (waits with the short spin of progress.cc), it beat pairwise by
-// 1.5-1.9x from 32 B to 8 KiB in two runs (median of 8 each), and the model
-// takes it there and not from 128 KiB, where pairwise won. The others stay
-// out: binomial broadcast beat the chain by 1.04-1.3x up to 512 KiB in one
-// such run and lost by 1.16-1.33x up to 32 KiB in the next; rhd won
-// reduce-scatter below 32 KiB by 1.2-1.4x but lost to the ring by 1.3-1.7x
-// at 2-8 MiB, where the model, which puts rhd a constant 2 steps ahead of
-// the ring at any size, would take it; binomial reduce lost to the chain at
-// every size (1.2-1.6x). The tree waits on up to three peers per chunk.
+// direct and the ring below 2 MiB with the long spin, below 512 KiB with
+// the short one of progress.cc). So is Bruck all-to-all, which also waits
+// on one partner per step: forced there over shared memory with the short
+// spin, it beat pairwise by 1.5-1.9x from 32 B to 8 KiB in two runs (median
+// of 8 each), and the model takes it up to 32 KiB and pairwise from 64 KiB
+// (pairwise won at 128 KiB). The others stay out: binomial broadcast beat
+// the chain by 1.04-1.3x up to 512 KiB in one such run and lost by
+// 1.16-1.33x up to 32 KiB in the next; rhd won reduce-scatter below 32 KiB
+// by 1.2-1.4x but lost to the ring by 1.3-1.7x at 2-8 MiB, where the model,
+// which puts rhd a constant 2 steps ahead of the ring at any size, would
+// take it; binomial reduce lost to the chain at every size (1.2-1.6x). The
+// tree waits on up to three peers per chunk.
 // Across hosts the algorithms with log2(n) steps are candidates (rhd and
 // recursive doubling allreduce, rhd reduce-scatter, recursive doubling
 // all-gather, binomial reduce, Bruck all-to-all): there a step costs a
