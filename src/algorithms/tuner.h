@@ -39,8 +39,8 @@
 // A rank that runs C/R of the time also copies and reduces at C/R of a
 // core's speed: the shm and single-copy byte costs and the reduction cost
 // are scaled by R/C (the network's is the NIC's and is not), which puts the
-// switch from recursive doubling to the ring between 256 KiB and 2 MiB at 4
-// ranks on 2 CPUs, where forced runs put it.
+// switch from recursive doubling to the ring between 256 and 512 KiB at 4
+// ranks on 2 CPUs; forced runs put it between 128 and 512 KiB.
 //
 // Parameters: built-in defaults (fitted so that on one host the tuner makes
 // the choices the size rules it replaced made from measurements), replaced
