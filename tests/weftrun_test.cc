@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -242,6 +244,72 @@ TEST(Weftrun, RankIgnoringSigtermIsKilled) {
   EXPECT_EQ(r.code, 4);
   EXPECT_GE(r.seconds, 2.5);  // waited for the grace period
   EXPECT_LT(r.seconds, 15.0);
+}
+
+// The CPUs this process may run on, in order.
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Per rank (from --tag-output), the CPU list its process may run on, as
+// /proc/self/status prints it ("3" or "0-1").
+std::map<int, std::string> RankCpuLists(const std::string& out) {
+  std::map<int, std::string> lists;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    char open = 0, close = 0;
+    int tag = -1;
+    std::string key, list;
+    if (fields >> open >> tag >> close >> key >> list && key == "Cpus_allowed_list:")
+      lists[tag] = list;
+  }
+  return lists;
+}
+
+// Ranks are pinned round-robin, also when they outnumber the CPUs (5 ranks
+// on 2 CPUs: 0, 1, 0, 1, 0), and --bind-to none leaves them the whole set.
+TEST(Weftrun, PinsRankIToCpuIModCEvenWhenOversubscribed) {
+  const std::vector<int> all = AllowedCpus();
+  ASSERT_FALSE(all.empty());
+  const std::vector<int> two(all.begin(), all.begin() + std::min<size_t>(2, all.size()));
+  cpu_set_t restricted, saved;
+  CPU_ZERO(&restricted);
+  for (int c : two) CPU_SET(c, &restricted);
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  // weftrun inherits the restricted set; this process gets its own back.
+  ASSERT_EQ(sched_setaffinity(0, sizeof restricted, &restricted), 0);
+  const std::vector<std::string> show = {"--tag-output", "grep", "Cpus_allowed_list",
+                                         "/proc/self/status"};
+  std::vector<std::string> pinned = {"-n", "5"}, unpinned = {"-n", "5", "--bind-to", "none"};
+  pinned.insert(pinned.end(), show.begin(), show.end());
+  unpinned.insert(unpinned.end(), show.begin(), show.end());
+  Result p = RunWeftrun(pinned, seconds(20));
+  Result u = RunWeftrun(unpinned, seconds(20));
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+
+  ASSERT_EQ(p.code, 0) << p.out;
+  const auto lists = RankCpuLists(p.out);
+  ASSERT_EQ(lists.size(), 5u) << p.out;
+  for (const auto& [rank, list] : lists)
+    EXPECT_EQ(list, std::to_string(two[rank % two.size()])) << "rank " << rank;
+
+  ASSERT_EQ(u.code, 0) << u.out;
+  const std::string both = two.size() == 1 ? std::to_string(two[0])
+                           : two[1] == two[0] + 1
+                               ? std::to_string(two[0]) + "-" + std::to_string(two[1])
+                               : std::to_string(two[0]) + "," + std::to_string(two[1]);
+  const auto free = RankCpuLists(u.out);
+  ASSERT_EQ(free.size(), 5u) << u.out;
+  for (const auto& [rank, list] : free) EXPECT_EQ(list, both) << "rank " << rank;
 }
 
 TEST(Weftrun, SignalDeathGives128PlusSigno) {
