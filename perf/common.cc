@@ -850,13 +850,20 @@ void Bench::newCompressor() {
 
 Result Bench::bench(int t, int op, int root, bool inplace) {
   fillForRun(t, op, inplace);
-  barrier();
-  const double start = now();
-  for (int it = 0; it < opt_.iters; ++it) {
+  auto iteration = [&] {
     if (opt_.agg > 1) check(weftGroupStart(), "weftGroupStart");
     for (int a = 0; a < opt_.agg; ++a) issue(t, redop_, root, inplace);
     if (opt_.agg > 1) check(weftGroupEnd(), "weftGroupEnd");
-  }
+  };
+  // One untimed iteration first, as nccl-tests does at each size: the first
+  // call of a size also picks its algorithm (and logs the pick under
+  // WEFT_DEBUG_SUBSYS=TUNING), which 30 iterations of 3 us would otherwise
+  // carry (1.2-1.5x at 4 ranks on 2 CPUs).
+  iteration();
+  if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
+  barrier();
+  const double start = now();
+  for (int it = 0; it < opt_.iters; ++it) iteration();
   if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
   const double sec = aggregateTime((now() - start) / (static_cast<double>(opt_.iters) * opt_.agg));
 
