@@ -490,11 +490,20 @@ TEST(TunerOversubscribed, FourRanksOnTwoCpusTakeRecursiveDoublingWhenSmall) {
   EXPECT_EQ(pick(CollKind::AllReduce, 256 << 10, s), "ring");
   s.hostCpus = 2;
   ASSERT_TRUE(oversubscribed(s));
-  // What the forced runs measured at 4 ranks on 2 CPUs: recursive doubling
-  // below 2 MiB, the ring from there.
-  for (size_t bytes : {size_t{8}, size_t{4} << 10, size_t{32} << 10, size_t{256} << 10})
+  // What the forced runs measured at 4 ranks on 2 CPUs, pinned: recursive
+  // doubling up to 32 KiB, the ring from 128 KiB.
+  for (size_t bytes : {size_t{8}, size_t{4} << 10, size_t{32} << 10})
     EXPECT_EQ(pick(CollKind::AllReduce, bytes, s), "recdoubling") << bytes;
-  EXPECT_EQ(pick(CollKind::AllReduce, 8 << 20, s), "ring");
+  for (size_t bytes : {size_t{256} << 10, size_t{8} << 20})
+    EXPECT_EQ(pick(CollKind::AllReduce, bytes, s), "ring") << bytes;
+  // Reduce-scatter: recursive halving while small, the ring once the bytes
+  // count (the exchanges' bytes cost twice the ring's there); the ring
+  // alone with CPUs enough.
+  for (size_t perRank : {size_t{2}, size_t{2} << 10})
+    EXPECT_EQ(pick(CollKind::ReduceScatter, perRank, s), "rhd") << perRank;
+  for (size_t perRank : {size_t{64} << 10, size_t{2} << 20})
+    EXPECT_EQ(pick(CollKind::ReduceScatter, perRank, s), "ring") << perRank;
+  EXPECT_EQ(pick(CollKind::ReduceScatter, 2, shape(4)), "ring");
   // All-gather: one partner per step beats every peer at once (direct) and
   // n-1 steps (ring) while latency dominates.
   for (size_t perRank : {size_t{2}, size_t{1} << 10})

@@ -293,6 +293,19 @@ struct Model {
     return 1e-3 / p.link[static_cast<int>(l)].gbps * (l == LinkClass::Net ? 1.0 : slow);
   }
   double gamma() const { return 1e-3 / p.reduceGbps * slow; }
+  // The byte costs of the exchanges (direct, recursive halving and
+  // doubling) over shared memory are scaled by this once more on an
+  // oversubscribed host: forced there (4 ranks on 2 CPUs, pinned, median of
+  // 8, three sweeps), reduce-scatter took 482-632 us by recursive halving
+  // against 233-313 by the ring at 2 MiB, and allreduce 1564-1567 by
+  // recursive doubling against 820-826 by the ring, where the formulas
+  // give them as many bytes or fewer. Two likely causes, neither measured
+  // alone: an exchange's bytes move only while both partners run, where a
+  // ring's rank has a running neighbour to move bytes with whichever ranks
+  // run; and the ring fuses each reduction with the copy into the next
+  // rank's slot, where an exchange copies its half out and then reduces
+  // what arrives.
+  double paired(LinkClass l) const { return l == LinkClass::Net ? 1.0 : slow; }
   // The link a flat algorithm's steps wait for.
   LinkClass flat() const { return h > 1 ? LinkClass::Net : LinkClass::Shm; }
   // Bytes a rank both sends and receives in one step: on shm it copies both.
@@ -357,7 +370,7 @@ double arDirect(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
   if (N > static_cast<double>(m.s.slotBytes)) return kInf;  // runs only within one slot
   // One step, but with every peer.
-  return m.fanStep(l, m.n - 1) + (m.n - 1) * N * (m.beta(l) * m.share(l) + m.gamma());
+  return m.fanStep(l, m.n - 1) + m.paired(l) * (m.n - 1) * N * (m.beta(l) * m.share(l) + m.gamma());
 }
 double arTree(const Model& m, double N, size_t* chunk) {
   const LinkClass l = m.flat();
@@ -372,12 +385,14 @@ double arRhd(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
   const double frac = (m.p2() - 1.0) / m.p2();
   return foldIn(m, l, N, true) + 2.0 * m.lg() * m.step(l) +
-         frac * N * (m.beta(l) * m.share(l) + m.gamma()) +
-         frac * N * m.dup(l) * m.beta(l) * m.share(l) + foldOut(m, l, N);
+         m.paired(l) * frac * N *
+             (m.beta(l) * m.share(l) + m.gamma() + m.dup(l) * m.beta(l) * m.share(l)) +
+         foldOut(m, l, N);
 }
 double arRecDoubling(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
-  return foldIn(m, l, N, true) + m.lg() * (m.step(l) + N * (m.beta(l) * m.share(l) + m.gamma())) +
+  return foldIn(m, l, N, true) +
+         m.lg() * (m.step(l) + m.paired(l) * N * (m.beta(l) * m.share(l) + m.gamma())) +
          foldOut(m, l, N);
 }
 double arHier(const Model& m, double N, size_t*) {
@@ -405,7 +420,7 @@ double rsRhd(const Model& m, double bytes, size_t*) {
   const LinkClass l = m.flat();
   const double N = bytes * m.n;
   return foldIn(m, l, N, true) + m.lg() * m.step(l) +
-         (m.p2() - 1.0) / m.p2() * N * (m.beta(l) * m.share(l) + m.gamma()) +
+         m.paired(l) * (m.p2() - 1.0) / m.p2() * N * (m.beta(l) * m.share(l) + m.gamma()) +
          (m.n == m.p2() ? 0 : m.step(l) + m.dup(l) * bytes * m.beta(l));
 }
 double rsHier(const Model& m, double bytes, size_t*) {
@@ -430,13 +445,14 @@ double agDirect(const Model& m, double b, size_t*) {
   // A FIFO hand-off publishes, then each peer's block is read once: every
   // peer must have published.
   const LinkClass c = LinkClass::Cma;
-  return m.step(LinkClass::Shm, m.n - 1) + (m.n - 1) * (m.alpha(c) + b * m.beta(c));
+  return m.step(LinkClass::Shm, m.n - 1) + (m.n - 1) * (m.alpha(c) + m.paired(c) * b * m.beta(c));
 }
 double agRecDoubling(const Model& m, double b, size_t*) {
   const LinkClass l = m.flat();
   const double N = b * m.n;
   return foldIn(m, l, b, false) + m.lg() * m.step(l) +
-         (m.p2() - 1.0) / m.p2() * N * m.dup(l) * m.beta(l) * m.share(l) + foldOut(m, l, N);
+         m.paired(l) * (m.p2() - 1.0) / m.p2() * N * m.dup(l) * m.beta(l) * m.share(l) +
+         foldOut(m, l, N);
 }
 double agHier(const Model& m, double b, size_t*) {
   // Across hosts first (one leader per slice, sharing the NIC), then
@@ -537,20 +553,23 @@ struct Entry {
 // steps cost more than the model says (2 ranks, 64 B allreduce: tree 2.1 us
 // against 0.7 for ring and direct), so today only WEFT_ALGO picks them
 // (across hosts aside: below).
-// On an oversubscribed host recursive doubling (allreduce, all-gather) is a
-// candidate: there the scheduling delay per awaited peer outweighs its extra
-// step (forced at 4 ranks on 2 CPUs, recursive doubling allreduce beat
-// direct and the ring below 2 MiB with the long spin, below 512 KiB with
-// the short one of progress.cc). So is Bruck all-to-all, which also waits
+// On an oversubscribed host recursive doubling (allreduce, all-gather) and
+// recursive halving (rhd reduce-scatter) are candidates: there the
+// scheduling delay per awaited peer outweighs their extra step (forced at
+// 4 ranks on 2 CPUs with weftrun's pinning, medians of 7-8 in three
+// sweeps: recursive doubling allreduce beat the ring up to 32 KiB and lost
+// from 128 KiB; rhd beat the ring's reduce-scatter by 1.03-1.31x up to
+// 8 KiB and lost by 1.03-1.17x at 32 KiB and 1.4-2.1x at 2-8 MiB, which the
+// exchanges' byte cost (Model::paired) gives). So is Bruck all-to-all, which also waits
 // on one partner per step: forced there over shared memory with the short
 // spin, it beat pairwise by 1.5-1.9x from 32 B to 8 KiB in two runs (median
 // of 8 each), and the model takes it up to 32 KiB and pairwise from 64 KiB
 // (pairwise won at 128 KiB). The others stay out: binomial broadcast beat
 // the chain by 1.04-1.3x up to 512 KiB in one such run and lost by
-// 1.16-1.33x up to 32 KiB in the next; rhd won reduce-scatter below 32 KiB
-// by 1.2-1.4x but lost to the ring by 1.3-1.7x at 2-8 MiB, where the model,
-// which puts rhd a constant 2 steps ahead of the ring at any size, would
-// take it; binomial reduce lost to the chain at every size (1.2-1.6x). The
+// 1.16-1.33x up to 32 KiB in the next (unpinned); pinned, it lost by
+// 1.1-1.4x at most sizes from 8 B to 8 MiB and won one of three sweeps at
+// 128 KiB and at 2 MiB; binomial reduce lost to the chain at every size
+// (1.2-1.6x). The
 // tree waits on up to three peers per chunk.
 // Across hosts the algorithms with log2(n) steps are candidates (rhd and
 // recursive doubling allreduce, rhd reduce-scatter, recursive doubling
@@ -581,7 +600,7 @@ constexpr Entry kFormulas[] = {
     {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false, true, true},
     {"allreduce", "hier", arHier, kProtoSimple, true, false, false},
     {"reducescatter", "ring", rsRing, kProtoSimple, true, false, false},
-    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false, true},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, true, true},
     {"reducescatter", "hier", rsHier, kProtoSimple, true, false, false},
     {"allgather", "ring", agRing, kProtoSimple, true, false, false},
     {"allgather", "direct", agDirect, kProtoCma, true, false, false},
