@@ -52,7 +52,9 @@ constexpr TunerParams kDefaults{
     // of the best there) and the ring from 512 KiB (1.45x faster there):
     // with 28 the model still took recursive doubling at 512 KiB; any value
     // from 8 to 24 (the calibration keeps it within [default, 2 x default])
-    // gives the measured choices.
+    // gives the measured choices. With the ranks pinned (weftrun's default
+    // since), the ring won from 128 KiB, which 12 gives with the exchanges'
+    // byte cost (Model::paired).
     12.0,
     // net fan-out: the calibration measured 8-12 us per extra peer over TCP
     // loopback on the development host (4-8 ranks, one per host, on 2 vCPUs),
