@@ -162,10 +162,12 @@ static float value(int r, size_t i) {
   return (float)((r % 16) * 8 + (int)(i % 7) + 1);
 }
 
-/* Elements in the whole buffer for a requested size: a multiple of nranks. */
-static size_t total_count(size_t bytes) {
-  size_t c = bytes / sizeof(float);
-  return c / (size_t)g_nranks * (size_t)g_nranks;
+/* Elements in the whole buffer for a requested size: a multiple of nranks
+ * where the buffer is cut into rank blocks; allreduce takes any count, as in
+ * nccl-tests (rounded, 8 B at 4 ranks was 0 and its latency went unmeasured). */
+static size_t total_count(enum coll c, size_t bytes) {
+  size_t n = bytes / sizeof(float);
+  return c == ALLREDUCE ? n : n / (size_t)g_nranks * (size_t)g_nranks;
 }
 
 /* Fills the input for one run; in place, the input is recv. */
@@ -297,7 +299,7 @@ int main(int argc, char** argv) {
   struct options o;
   parse_args(argc, argv, &o);
 
-  const size_t max_count = total_count(o.max_bytes);
+  const size_t max_count = total_count(o.coll, o.max_bytes);
   if ((uint64_t)max_count > (uint64_t)INT32_MAX) {
     if (g_rank == 0) fprintf(stderr, "mpi_coll_perf: -e too large for MPI int counts\n");
     MPI_Finalize();
@@ -343,7 +345,7 @@ int main(int argc, char** argv) {
   int bw_n = 0;
   long wrong_total = 0;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;) {
-    size_t count = total_count(bytes);
+    size_t count = total_count(o.coll, bytes);
     size_t real_bytes = count * sizeof(float);
     long wrong_out = 0, wrong_in = 0;
     double us_out = time_case(&o, send, recv, count, 0, &wrong_out);
