@@ -1437,13 +1437,13 @@ int idleRoundsBeforeFirstCheck(bool crowded) {
   return -1;
 }
 
-TEST(AlgorithmsTest, AWaitOnAnOversubscribedHostSpinsBriefly) {
+// The first check comes where the spin ends and the yields begin: at once
+// on an oversubscribed host, after the long spin otherwise.
+TEST(AlgorithmsTest, AWaitOnAnOversubscribedHostYieldsAtOnce) {
   const int crowded = idleRoundsBeforeFirstCheck(true);
   const int roomy = idleRoundsBeforeFirstCheck(false);
-  EXPECT_GE(crowded, 1);
-  EXPECT_LE(crowded, 100);
+  EXPECT_EQ(crowded, 0);
   EXPECT_GE(roomy, 1000);
-  EXPECT_GT(roomy, 10 * crowded);
 }
 
 void sendChunk(MemChannel& ch, const void* data, size_t bytes) {

@@ -25,8 +25,8 @@
 //
 // Oversubscription. When a host runs more ranks than it has CPUs for them
 // (TunerShape::hostCpus < ranksPerHost), some peers are not running at any
-// moment. A rank that waits for such a peer spins briefly (progress.cc:
-// 50 pause rounds on an oversubscribed host) and then yields its CPU to let
+// moment. A rank that waits for such a peer does not spin (progress.cc:
+// no pause rounds on an oversubscribed host): it yields its CPU to let
 // the peer in, so each peer a step awaits costs, on average, a scheduling
 // delay (schedUs) times the chance the peer is not running
 // (1 - cpus/ranks). The model adds
