@@ -1,5 +1,6 @@
 #include "transport/shm/shm_transport.h"
 
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -72,6 +73,27 @@ size_t fifoBytes(const ShmOptions& o) {
 size_t fifoOffset(int owner, int peer, const ShmOptions& o) {
   const int index = peer < owner ? peer : peer - 1;
   return kPage + static_cast<size_t>(index) * fifoBytes(o);
+}
+
+// Maps a FIFO's pages into this process now. posix_fallocate reserved them
+// (segment.cc), but each page was still mapped at its first touch, and a
+// slot is first touched as deep as a message reaches: a collective that
+// first sends 32 KiB over a pair of ranks paid the faults within its call
+// (4 ranks on 2 CPUs, recursive-doubling allreduce at 32 KiB after ring
+// calls at 16 MiB: 21.8 us, 16.9 with every page mapped, median of 7).
+// Only the FIFOs this rank uses, not the peers' whole segments, which hold
+// the FIFOs of every pair. Best effort: a kernel without
+// MADV_POPULATE_WRITE (before 5.14) maps them at first touch as before.
+void mapNow(char* fifo, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = 4096;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(fifo) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(fifo) + bytes;
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)fifo;
+  (void)bytes;
+#endif
 }
 
 std::string segmentName(uint64_t commTag, int rank) {
@@ -279,6 +301,8 @@ Status ShmTransport::create(Bootstrap& bootstrap, const ShmOptions& options,
     if (peer == rank || !onShm[peer]) continue;
     char* theirs = static_cast<char*>(t->segments_[peer].data()) + fifoOffset(peer, rank, options);
     char* mine = static_cast<char*>(t->segments_[rank].data()) + fifoOffset(rank, peer, options);
+    mapNow(theirs, fifoBytes(options));
+    mapNow(mine, fifoBytes(options));
     t->send_[peer] =
         std::make_unique<ShmSendChannel>(reinterpret_cast<ShmFifo*>(theirs), theirs + kPage,
                                          options.slots, options.slotBytes, t->options_.direct);
