@@ -296,7 +296,7 @@ struct Model {
   }
   double gamma() const { return 1e-3 / p.reduceGbps * slow; }
   // The byte costs of the exchanges (direct, recursive halving and
-  // doubling) over shared memory are scaled by this once more on an
+  // doubling, Bruck) over shared memory are scaled by this once more on an
   // oversubscribed host: forced there (4 ranks on 2 CPUs, pinned, median of
   // 8, three sweeps), reduce-scatter took 482-632 us by recursive halving
   // against 233-313 by the ring at 2 MiB, and allreduce 1564-1567 by
@@ -522,7 +522,7 @@ double a2aBruck(const Model& m, double b, size_t*) {
   const LinkClass l = m.flat();
   const double N = b * m.n;
   // ceil(log2 n) steps of about half the buffer, plus two local rotations.
-  return m.ceilLog2(m.n) * (m.step(l) + m.dup(l) * N / 2 * m.beta(l) * m.share(l)) +
+  return m.ceilLog2(m.n) * (m.step(l) + m.paired(l) * m.dup(l) * N / 2 * m.beta(l) * m.share(l)) +
          2 * N * m.beta(LinkClass::Shm);
 }
 
@@ -555,18 +555,21 @@ struct Entry {
 // steps cost more than the model says (2 ranks, 64 B allreduce: tree 2.1 us
 // against 0.7 for ring and direct), so today only WEFT_ALGO picks them
 // (across hosts aside: below).
-// On an oversubscribed host recursive doubling (allreduce, all-gather) and
-// recursive halving (rhd reduce-scatter) are candidates: there the
-// scheduling delay per awaited peer outweighs their extra step (forced at
-// 4 ranks on 2 CPUs with weftrun's pinning, medians of 7-8 in three
-// sweeps: recursive doubling allreduce beat the ring up to 32 KiB and lost
-// from 128 KiB; rhd beat the ring's reduce-scatter by 1.03-1.31x up to
-// 8 KiB and lost by 1.03-1.17x at 32 KiB and 1.4-2.1x at 2-8 MiB, which the
-// exchanges' byte cost (Model::paired) gives). So is Bruck all-to-all, which also waits
-// on one partner per step: forced there over shared memory with the short
-// spin, it beat pairwise by 1.5-1.9x from 32 B to 8 KiB in two runs (median
-// of 8 each), and the model takes it up to 32 KiB and pairwise from 64 KiB
-// (pairwise won at 128 KiB). The others stay out: binomial broadcast beat
+// On an oversubscribed host recursive doubling (allreduce, all-gather) is a
+// candidate: there the scheduling delay per awaited peer outweighs its
+// extra step (forced at 4 ranks on 2 CPUs with weftrun's pinning, medians
+// of 7-8 in three sweeps: recursive doubling allreduce beat the ring up to
+// 32 KiB and lost from 128 KiB, which the exchanges' byte cost
+// (Model::paired) gives). rhd reduce-scatter is not: with the 50-round spin
+// it beat the ring by 1.03-1.31x up to 8 KiB, but with no spin
+// (progress.cc) the ring won by 1.12-1.25x at 2-32 KiB in two sweeps, and
+// from 32 KiB in all. Bruck all-to-all, which also waits on one partner
+// per step, is a candidate: forced there over shared memory with the
+// short spin, it beat pairwise by 1.5-1.9x from 32 B to 8 KiB in two runs
+// (median of 8 each); pinned with no spin, by 1.16-1.4x up to 8 KiB, and
+// pairwise won at 32 KiB by 1.23-1.24x (two sweeps), where the model,
+// which takes Bruck up to 16 KiB with the exchanges' byte cost, switches.
+// The others stay out: binomial broadcast beat
 // the chain by 1.04-1.3x up to 512 KiB in one such run and lost by
 // 1.16-1.33x up to 32 KiB in the next (unpinned); pinned, it lost by
 // 1.1-1.4x at most sizes from 8 B to 8 MiB and won one of three sweeps at
@@ -602,7 +605,7 @@ constexpr Entry kFormulas[] = {
     {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false, true, true},
     {"allreduce", "hier", arHier, kProtoSimple, true, false, false},
     {"reducescatter", "ring", rsRing, kProtoSimple, true, false, false},
-    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, true, true},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false, true},
     {"reducescatter", "hier", rsHier, kProtoSimple, true, false, false},
     {"allgather", "ring", agRing, kProtoSimple, true, false, false},
     {"allgather", "direct", agDirect, kProtoCma, true, false, false},

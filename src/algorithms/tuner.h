@@ -39,7 +39,7 @@
 // A rank that runs C/R of the time also copies and reduces at C/R of a
 // core's speed: the shm and single-copy byte costs and the reduction cost
 // are scaled by R/C (the network's is the NIC's and is not). The exchanges
-// (direct, recursive halving and doubling) pay R/C once more on those byte
+// (direct, recursive halving and doubling, Bruck) pay R/C once more on those byte
 // costs: pinned forced runs at 4 ranks on 2 CPUs measured their bytes at
 // about twice the ring's cost (tuner.cc). That puts the switch from
 // recursive doubling to the ring at 128 KiB there, where the forced runs
