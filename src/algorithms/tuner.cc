@@ -53,8 +53,9 @@ constexpr TunerParams kDefaults{
     // with 28 the model still took recursive doubling at 512 KiB; any value
     // from 8 to 24 (the calibration keeps it within [default, 2 x default])
     // gives the measured choices. With the ranks pinned (weftrun's default
-    // since), the ring won from 128 KiB, which 12 gives with the exchanges'
-    // byte cost (Model::paired).
+    // since) and no spin, direct won up to 2 KiB and the ring from 128 KiB,
+    // which 8-18 give with the exchanges' byte cost (Model::paired) and the
+    // overlapping waits of a step on several peers (Model::step).
     12.0,
     // net fan-out: the calibration measured 8-12 us per extra peer over TCP
     // loopback on the development host (4-8 ranks, one per host, on 2 vCPUs),
@@ -283,8 +284,18 @@ struct Model {
         slow(wait > 0 ? static_cast<double>(ppn) / shape.hostCpus : 1.0) {}
 
   double alpha(LinkClass l) const { return p.link[static_cast<int>(l)].alphaUs; }
-  // One step over l that waits for `peers` peers.
-  double step(LinkClass l, double peers = 1) const { return alpha(l) + peers * wait; }
+  // One step over l that waits for `peers` peers. A step that waits on
+  // several at once waits for the last of them: one scheduling delay times
+  // the chance that any is not running, 1 - (C/R)^peers, not one delay per
+  // peer. Pinned at 4 ranks on 2 CPUs with no spin, direct allreduce (one
+  // step, three peers) beat recursive doubling (two steps, one peer each)
+  // by 1.14-1.26x from 8 B to 2 KiB in three sweeps, where a delay per peer
+  // put it 1.5x behind.
+  double step(LinkClass l, double peers = 1) const {
+    if (wait <= 0 || peers <= 1) return alpha(l) + peers * wait;
+    const double running = 1.0 - wait / p.schedUs;  // C/R
+    return alpha(l) + p.schedUs * (1.0 - std::pow(running, peers));
+  }
   // One step over l that exchanges with `peers` peers at once (tuner.h:
   // fan-out).
   double fanStep(LinkClass l, double peers) const {

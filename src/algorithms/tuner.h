@@ -29,16 +29,15 @@
 // no pause rounds on an oversubscribed host): it yields its CPU to let
 // the peer in, so each peer a step awaits costs, on average, a scheduling
 // delay (schedUs) times the chance the peer is not running
-// (1 - cpus/ranks). The model adds
-// schedUs x (1 - C/R) per awaited peer to every step: algorithms that wait
-// on one partner per step for few steps (recursive doubling) then beat
-// those that wait on all peers at once (direct) or take many steps (ring)
-// at small sizes, and only then is recursive doubling a candidate without
-// WEFT_ALGO (tuner.cc says which). With enough CPUs the term is zero and
-// every choice is as before. WEFT_TUNER_SCHED_US=0 turns the model off.
-// A rank that runs C/R of the time also copies and reduces at C/R of a
-// core's speed: the shm and single-copy byte costs and the reduction cost
-// are scaled by R/C (the network's is the NIC's and is not). The exchanges
+// (1 - cpus/ranks). The model adds schedUs x (1 - C/R) to every step that
+// waits on one peer, and schedUs x (1 - (C/R)^k) to one that waits on k at
+// once (the last of them): the ring's many steps pay it most, and
+// algorithms that wait on one partner per step for few steps (recursive
+// doubling) become candidates without WEFT_ALGO (tuner.cc says which),
+// taken where their bytes cost less than direct's single step. With enough CPUs the term is zero
+// and every choice is as before. WEFT_TUNER_SCHED_US=0 turns the model off. A rank that runs C/R of
+// the time also copies and reduces at C/R of a core's speed: the shm and single-copy byte costs and
+// the reduction cost are scaled by R/C (the network's is the NIC's and is not). The exchanges
 // (direct, recursive halving and doubling, Bruck) pay R/C once more on those byte
 // costs: pinned forced runs at 4 ranks on 2 CPUs measured their bytes at
 // about twice the ring's cost (tuner.cc). That puts the switch from
