@@ -580,13 +580,12 @@ struct Entry {
 // (median of 8 each); pinned with no spin, by 1.16-1.4x up to 8 KiB, and
 // pairwise won at 32 KiB by 1.23-1.24x (two sweeps), where the model,
 // which takes Bruck up to 16 KiB with the exchanges' byte cost, switches.
-// The others stay out: binomial broadcast beat
-// the chain by 1.04-1.3x up to 512 KiB in one such run and lost by
-// 1.16-1.33x up to 32 KiB in the next (unpinned); pinned, it lost by
-// 1.1-1.4x at most sizes from 8 B to 8 MiB and won one of three sweeps at
-// 128 KiB and at 2 MiB; binomial reduce lost to the chain at every size
-// (1.2-1.6x). The
-// tree waits on up to three peers per chunk.
+// The others stay out: binomial broadcast beat the chain by 1.04-1.3x up
+// to 512 KiB in one such run and lost by 1.16-1.33x up to 32 KiB in the
+// next (unpinned); pinned, it lost by 1.1-1.4x at most sizes from 8 B to
+// 8 MiB and won one of three sweeps at 128 KiB and at 2 MiB; binomial
+// reduce lost to the chain at every size (1.2-1.6x). The tree waits on up
+// to three peers per chunk.
 // Across hosts the algorithms with log2(n) steps are candidates (rhd and
 // recursive doubling allreduce, rhd reduce-scatter, recursive doubling
 // all-gather, binomial reduce, Bruck all-to-all): there a step costs a

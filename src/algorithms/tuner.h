@@ -34,15 +34,17 @@
 // once (the last of them): the ring's many steps pay it most, and
 // algorithms that wait on one partner per step for few steps (recursive
 // doubling) become candidates without WEFT_ALGO (tuner.cc says which),
-// taken where their bytes cost less than direct's single step. With enough CPUs the term is zero
-// and every choice is as before. WEFT_TUNER_SCHED_US=0 turns the model off. A rank that runs C/R of
-// the time also copies and reduces at C/R of a core's speed: the shm and single-copy byte costs and
-// the reduction cost are scaled by R/C (the network's is the NIC's and is not). The exchanges
-// (direct, recursive halving and doubling, Bruck) pay R/C once more on those byte
-// costs: pinned forced runs at 4 ranks on 2 CPUs measured their bytes at
-// about twice the ring's cost (tuner.cc). That puts the switch from
-// recursive doubling to the ring at 128 KiB there, where the forced runs
-// put it (between 32 and 128 KiB).
+// taken where their bytes cost less than direct's single step. With enough
+// CPUs the term is zero and every choice is as before.
+// WEFT_TUNER_SCHED_US=0 turns the model off.
+// A rank that runs C/R of the time also copies and reduces at C/R of a
+// core's speed: the shm and single-copy byte costs and the reduction cost
+// are scaled by R/C (the network's is the NIC's and is not). The exchanges
+// (direct, recursive halving and doubling, Bruck) pay R/C once more on
+// those byte costs: pinned forced runs at 4 ranks on 2 CPUs measured their
+// bytes at about twice the ring's cost (tuner.cc, Model::paired). That puts
+// the switch from recursive doubling to the ring at 128 KiB there, where
+// the forced runs put it (between 32 and 128 KiB).
 //
 // Parameters: built-in defaults (fitted so that on one host the tuner makes
 // the choices the size rules it replaced made from measurements), replaced
