@@ -7,6 +7,7 @@
 // One fork per (collective, rank count): the children loop over all cases,
 // since forking and rendezvous cost far more than the small collectives.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <array>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/comm.h"
 #include "harness/data.h"
 #include "harness/multirank.h"
 #include "weft/weft.h"
@@ -528,6 +530,57 @@ INSTANTIATE_TEST_SUITE_P(Algos, ForcedAlgorithms,
                              if (ch == ':') ch = '_';
                            return name + "_" + std::to_string(std::get<1>(info.param));
                          });
+
+// ---------------------------------------------------------------------------
+// Ranks dealt round-robin to two hosts (WEFT_HOSTID): the ring and chain
+// algorithms go round the ring ordered by host (ring_order.h), 0 2 4 1 3,
+// over shared memory within a host and TCP between them, and still match
+// the reference at every root.
+
+TEST(RingOrder, RingAndChainAlgorithmsFollowTheHostOrderedRing) {
+  RunOptions opts;
+  opts.env = {{"WEFT_ALGO",
+               "allreduce:ring;reducescatter:ring;allgather:ring;broadcast:chain;"
+               "reduce:chain"}};
+  runRanksRaw(
+      5,
+      [&](const RankContext& rc) {
+        ::setenv("WEFT_HOSTID", rc.rank % 2 == 0 ? "ring-order-host-a" : "ring-order-host-b", 1);
+        weftComm_t comm = nullptr;
+        RANK_CHECK_OK(rc.initComm(&comm));
+        setCurrentComm(comm);
+        const int n = rc.nranks, rank = rc.rank;
+        std::vector<int> ring;
+        for (int p = 0; p < n; ++p) ring.push_back(comm->context.ringRank(p));
+        RANK_EXPECT(ring == std::vector<int>({0, 2, 4, 1, 3}))
+            << "ring " << ring[0] << " " << ring[1] << " " << ring[2] << " " << ring[3] << " "
+            << ring[4];
+        RANK_EXPECT_EQ(comm->context.ringRank(comm->context.ringPos(rank)), rank);
+        {  // the ops go before the communicator
+          RedOps ops(comm);
+          uint64_t salt = 0;
+          for (weftDataType_t dt : {weftFloat32, weftInt64}) {
+            for (int inplace = 0; inplace <= 1; ++inplace) {
+              for (size_t count : {size_t{1}, size_t{1023}, size_t{70001}}) {
+                for (CaseFn fn : {allReduceCase, reduceScatterCase, allGatherCase}) {
+                  fn(Case{comm, rank, n, dt, OpKind::kSum, ops.get(dt, OpKind::kSum), inplace != 0,
+                          count, 0, ++salt});
+                }
+                for (int root = 0; root < n; ++root) {
+                  for (CaseFn fn : {broadcastCase, reduceCase}) {
+                    fn(Case{comm, rank, n, dt, OpKind::kSum, ops.get(dt, OpKind::kSum),
+                            inplace != 0, count, root, ++salt});
+                  }
+                }
+              }
+            }
+          }
+        }
+        setCurrentComm(nullptr);
+        RANK_EXPECT_OK(weftCommDestroy(comm));
+      },
+      opts);
+}
 
 // ---------------------------------------------------------------------------
 // All-to-all-v in real processes: random uneven counts with zeros, blocks in

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/ring_order.h"
 #include "algorithms/select.h"
 #include "algorithms/spec.h"
 #include "algorithms/tuner.h"
@@ -580,6 +581,46 @@ TEST(TunerOversubscribed, HostCpusAreTheUnionOfTheRanksMasks) {
   int bits = 0;
   for (uint64_t w : mask) bits += __builtin_popcountll(w);
   EXPECT_GE(bits, 1);
+}
+
+TEST(RingOrder, GroupsRanksByHostThenPackageAndCache) {
+  auto at = [](int package, int cache) {
+    CpuRecord r;
+    r.package = package;
+    r.cache = cache;
+    return r;
+  };
+  using Order = std::vector<int>;
+  const int oneHost[] = {0, 0, 0, 0};
+  // Unbound ranks, or ranks on CPUs of one cache, keep rank order: ranks
+  // sharing a CPU are not put side by side (ring_order.h).
+  const CpuRecord unbound[] = {CpuRecord{}, CpuRecord{}, CpuRecord{}, CpuRecord{}};
+  EXPECT_EQ(ringOrderFor(unbound, oneHost), (Order{0, 1, 2, 3}));
+  const CpuRecord oneCache[] = {at(0, 0), at(0, 0), at(0, 0), at(0, 0)};
+  EXPECT_EQ(ringOrderFor(oneCache, oneHost), (Order{0, 1, 2, 3}));
+  // Ranks dealt round-robin to two sockets: one crossing each way.
+  const CpuRecord sockets[] = {at(0, 0), at(1, 8), at(0, 0), at(1, 8)};
+  EXPECT_EQ(ringOrderFor(sockets, oneHost), (Order{0, 2, 1, 3}));
+  // Two caches in one package, the second holding the lower ranks.
+  const CpuRecord caches[] = {at(0, 1), at(0, 0), at(0, 1), at(0, 0)};
+  EXPECT_EQ(ringOrderFor(caches, oneHost), (Order{1, 3, 0, 2}));
+  // Ranks dealt round-robin to two hosts; the host decides before the cache.
+  const int dealt[] = {0, 1, 0, 1};
+  EXPECT_EQ(ringOrderFor(unbound, dealt), (Order{0, 2, 1, 3}));
+  const CpuRecord pairs[] = {at(0, 1), at(0, 1), at(0, 0), at(0, 0)};
+  EXPECT_EQ(ringOrderFor(pairs, dealt), (Order{2, 0, 3, 1}));
+  // This process: where sysfs describes its lowest allowed CPU's last-level
+  // cache, its id and size.
+  CpuRecord mine;
+  usableCpus(mine.mask);
+  readCpuPlacement(&mine);
+  int first = 0;
+  while (first < 1024 && !(mine.mask[first / 64] & (uint64_t{1} << (first % 64)))) ++first;
+  const std::string l3 = "/sys/devices/system/cpu/cpu" + std::to_string(first) + "/cache/index3";
+  if (std::filesystem::exists(l3 + "/size") && std::filesystem::exists(l3 + "/id")) {
+    EXPECT_GE(mine.cache, 0);
+    EXPECT_GT(mine.cacheKiB, 0u);
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// Chain broadcast: root -> root+1 -> ... -> root+n-1, pipelined one chunk
+// Chain broadcast: from the root along the communicator's ring
+// (ring_order.h) to the rank before it, pipelined one chunk
 // (the tuner's, at most a channel slot) at a time. Each rank forwards a chunk before copying it
 // into its own output, so the chunk keeps moving down the chain. recv is the output on every rank;
 // the root copies send -> recv when they differ.
@@ -23,14 +24,15 @@ Status chainBroadcast(CollContext& ctx, const CollArgs& a) {
   const size_t total = a.count * es;
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
-  const int pos = algo::mod(r - a.root, n);  // 0 at the root
+  const int ring = ctx.ringPos(r);
+  const int pos = algo::mod(ring - ctx.ringPos(a.root), n);  // 0 at the root
   if (n == 1) {
     if (in != out && total > 0) kernels::copy(out, in, total);
     return Status::ok();
   }
 
-  SendChannel* next = pos < n - 1 ? &ctx.sendTo(algo::mod(r + 1, n)) : nullptr;
-  RecvChannel* prev = pos > 0 ? &ctx.recvFrom(algo::mod(r - 1, n)) : nullptr;
+  SendChannel* next = pos < n - 1 ? &ctx.sendTo(ctx.ringRank(algo::mod(ring + 1, n))) : nullptr;
+  RecvChannel* prev = pos > 0 ? &ctx.recvFrom(ctx.ringRank(algo::mod(ring - 1, n))) : nullptr;
   Progress progress(ctx.health());
   const size_t chunk = algo::chunkBytes(ctx, a, es);
 

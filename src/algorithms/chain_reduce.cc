@@ -1,4 +1,5 @@
-// Chain reduce: root+1 -> root+2 -> ... -> root, pipelined one chunk
+// Chain reduce: along the communicator's ring (ring_order.h) from the rank
+// after the root round to the root, pipelined one chunk
 // (the tuner's, at most a channel slot) at a time. The first rank of the chain sends its
 // contribution; each next rank folds its own in, writing straight into the
 // following rank's slot; the root folds in last and writes the result to
@@ -27,9 +28,11 @@ Status chainReduce(CollContext& ctx, const CollArgs& a) {
     return Status::ok();
   }
 
-  const int pos = algo::mod(r - a.root - 1, n);  // 0 at root+1, n-1 at the root
-  SendChannel* next = pos < n - 1 ? &ctx.sendTo(algo::mod(r + 1, n)) : nullptr;
-  RecvChannel* prev = pos > 0 ? &ctx.recvFrom(algo::mod(r - 1, n)) : nullptr;
+  const int ring = ctx.ringPos(r);
+  // 0 at the rank after the root, n-1 at the root
+  const int pos = algo::mod(ring - ctx.ringPos(a.root) - 1, n);
+  SendChannel* next = pos < n - 1 ? &ctx.sendTo(ctx.ringRank(algo::mod(ring + 1, n))) : nullptr;
+  RecvChannel* prev = pos > 0 ? &ctx.recvFrom(ctx.ringRank(algo::mod(ring - 1, n))) : nullptr;
   Progress progress(ctx.health());
   const size_t chunkElems = algo::chunkBytes(ctx, a, es) / es;
 

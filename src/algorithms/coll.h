@@ -138,6 +138,10 @@ class CollContext {
   }
   // The communicator's tuner, or nullptr for default parameters.
   virtual const Tuner* tuner() const { return nullptr; }
+  // The ring the ring and chain algorithms follow (ring_order.h): the rank
+  // at ring position `pos`, and a rank's position. Rank order by default.
+  virtual int ringRank(int pos) const { return pos; }
+  virtual int ringPos(int rank) const { return rank; }
 };
 
 // Blocking helpers built on Progress.

@@ -26,7 +26,7 @@ Status directAllGather(CollContext& ctx, const CollArgs& a) {
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
   char* own = out + static_cast<size_t>(r) * bytes;
-  if (in != own) kernels::copy(own, in, bytes);
+  if (in != own) kernels::copyOut(own, in, bytes, bytes * static_cast<size_t>(n));
   if (n == 1) return Status::ok();
 
   thread_local std::vector<algo::PublishedSend> sends;

@@ -43,7 +43,8 @@ Status directAllToAll(CollContext& ctx, const CollArgs& a) {
     kernels::copy(copy, in, total);
     in = copy;
   }
-  kernels::copy(out + static_cast<size_t>(r) * bytes, in + static_cast<size_t>(r) * bytes, bytes);
+  kernels::copyOut(out + static_cast<size_t>(r) * bytes, in + static_cast<size_t>(r) * bytes, bytes,
+                   total);
 
   thread_local std::vector<algo::PublishedSend> sends;
   thread_local std::vector<algo::PublishedRead> reads;

@@ -61,7 +61,7 @@ Status directGather(CollContext& ctx, const CollArgs& a) {
   char* out = static_cast<char*>(a.recv);
   if (bytes == 0) return Status::ok();
   char* own = out + static_cast<size_t>(r) * bytes;
-  if (in != own) kernels::copy(own, in, bytes);
+  if (in != own) kernels::copyOut(own, in, bytes, bytes * static_cast<size_t>(n));
 
   thread_local std::vector<size_t> got;
   thread_local std::vector<algo::PublishedRead> reads;  // a peer's published block

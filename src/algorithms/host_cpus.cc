@@ -9,6 +9,10 @@
 // the host is not oversubscribed; 4 ranks confined to the same 2 cores are.
 // Rank 0 then picks the worst host, applies WEFT_TUNER_HOST_CPUS and
 // broadcasts the answer, so every rank models the same shape.
+//
+// The same records, with where each rank's lowest CPU sits, give the ring's
+// order (ring_order.h) and each rank's share of its last-level cache, which
+// sets the size above which copies stream past the cache (kernels/reduce.h).
 #include <sched.h>
 
 #include <algorithm>
@@ -22,6 +26,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/detail.h"
+#include "algorithms/ring_order.h"
 #include "algorithms/tuner.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -105,13 +110,13 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
   return std::max(1, static_cast<int>(std::floor(maxRanks / worst + 1e-9)));
 }
 
-Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpus,
-                     int* ownHostCpus) {
+Status agreeHostLayout(CollContext& ctx, std::span<const int> hostOf, HostLayout* out) {
   const int n = ctx.nranks();
   CpuRecord mine;
   const int usable = usableCpus(mine.mask);
   mine.count = static_cast<uint32_t>(std::max(usable, 0));
   mine.quota = static_cast<uint32_t>(cgroupQuotaCpus());
+  readCpuPlacement(&mine);
   std::vector<CpuRecord> all(static_cast<size_t>(n));
   if (n > 1) {
     CollArgs a;
@@ -147,8 +152,20 @@ Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpu
   // Sends may still read `mine`, `all` or `answer`, which end with this call.
   Progress progress(ctx.health());
   WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(ctx, progress));
-  *hostCpus = std::max(answer[0], 0);
-  if (ownHostCpus) *ownHostCpus = std::max(answer[1], 0);
+  out->hostCpus = std::max(answer[0], 0);
+  out->ownHostCpus = std::max(answer[1], 0);
+  out->ringOrder = ringOrderFor(all, hostOf);
+  out->cacheShareBytes = 0;
+  if (mine.cacheKiB > 0) {
+    const int me = ctx.rank();
+    int sharers = 0;
+    for (int r = 0; r < n; ++r) {
+      sharers +=
+          hostOf[r] == hostOf[me] && all[r].package == mine.package && all[r].cache == mine.cache;
+    }
+    out->cacheShareBytes =
+        (size_t{mine.cacheKiB} << 10) / static_cast<size_t>(std::max(sharers, 1));
+  }
   return Status::ok();
 }
 

@@ -52,7 +52,7 @@ Status pairwiseAllToAll(CollContext& ctx, const CollArgs& a) {
     return Status::ok();
   }
 
-  kernels::copy(outAt(r), inAt(r), blockBytes);
+  kernels::copyOut(outAt(r), inAt(r), blockBytes, blockBytes * static_cast<size_t>(n));
   for (int s = 1; s < n; ++s) {
     const int to = algo::mod(r + s, n);
     const int from = algo::mod(r - s, n);

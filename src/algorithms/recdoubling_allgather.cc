@@ -22,7 +22,8 @@ Status recDoublingAllGather(CollContext& ctx, const CollArgs& a) {
   const size_t blockBytes = a.count * es;
   char* out = static_cast<char*>(a.recv);
   if (blockBytes == 0) return Status::ok();
-  if (a.send != out + r * blockBytes) kernels::copy(out + r * blockBytes, a.send, blockBytes);
+  if (a.send != out + r * blockBytes)
+    kernels::copyOut(out + r * blockBytes, a.send, blockBytes, blockBytes * n);
   if (n == 1) return Status::ok();
   thread_local std::vector<size_t> bounds;
   bounds.resize(n + 1);

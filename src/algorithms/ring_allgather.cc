@@ -1,9 +1,9 @@
-// Ring all-gather around r -> r+1, pipelined one chunk (the tuner's, at most
-// a channel slot) at a time, with several chunks in flight
-// (ring_schedule.h). Step 0 sends this rank's block; step t receives block
-// r-t, forwards it (except at the last step, whose block the next rank
-// started from) and copies it into place. In place when
-// send == recv + r*count: the self copy is skipped.
+// Ring all-gather around the communicator's ring (ring_order.h), pipelined
+// one chunk (the tuner's, at most a channel slot) at a time, with several
+// chunks in flight (ring_schedule.h). Step 0 sends this rank's block; step t
+// receives the block of the rank t positions back, forwards it (except at
+// the last step, whose block the next rank started from) and copies it into
+// place. In place when send == recv + r*count: the self copy is skipped.
 //
 // Cost, n ranks, N = n*count bytes in total: n-1 steps; each rank sends and
 // receives (n-1)/n * N bytes. Deadlock-free with >= 2 slots per channel.
@@ -27,20 +27,21 @@ Status ringAllGather(CollContext& ctx, const CollArgs& a) {
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
   char* own = out + static_cast<size_t>(r) * blockBytes;
-  if (in != own && blockBytes > 0) kernels::copy(own, in, blockBytes);
+  if (in != own && blockBytes > 0) kernels::copyOut(own, in, blockBytes, blockBytes * n);
   if (n == 1) return Status::ok();
 
-  SendChannel& next = ctx.sendTo(algo::mod(r + 1, n));
-  RecvChannel& prev = ctx.recvFrom(algo::mod(r - 1, n));
+  const int pos = ctx.ringPos(r);
+  SendChannel& next = ctx.sendTo(ctx.ringRank(algo::mod(pos + 1, n)));
+  RecvChannel& prev = ctx.recvFrom(ctx.ringRank(algo::mod(pos - 1, n)));
   Progress progress(ctx.health());
   const size_t chunkElems = algo::chunkBytes(ctx, a, es) / es;
 
   const size_t passes = (count + chunkElems - 1) / chunkElems;
   const size_t messages = static_cast<size_t>(n - 1);
   const size_t stride = algo::ringStride(messages, ctx.slotsPerChannel());
-  // Step j of a pass moves block r-j.
+  // Step j of a pass moves the block of the rank j positions back.
   auto dstAt = [&](size_t p, size_t j) {
-    const int b = algo::mod(r - static_cast<int>(j), n);
+    const int b = ctx.ringRank(algo::mod(pos - static_cast<int>(j), n));
     return out + static_cast<size_t>(b) * blockBytes + p * chunkElems * es;
   };
   auto bytesAt = [&](size_t p) { return std::min(chunkElems, count - p * chunkElems) * es; };

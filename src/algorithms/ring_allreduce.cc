@@ -1,6 +1,7 @@
-// Ring allreduce: a reduce-scatter then an all-gather around the ring
-// r -> r+1, pipelined one chunk (the tuner's, at most a channel slot) at a
-// time.
+// Ring allreduce: a reduce-scatter then an all-gather around the
+// communicator's ring (ring_order.h), pipelined one chunk (the tuner's, at
+// most a channel slot) at a time. Blocks are numbered by ring position: the
+// rank at position q finishes block q+1.
 //
 // The buffer is cut into n blocks; each pass moves one chunk-sized slice of
 // every block all the way round in 2(n-1) messages, and several passes are
@@ -24,7 +25,7 @@ namespace weft {
 
 Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
   const int n = ctx.nranks();
-  const int r = ctx.rank();
+  const int pos = ctx.ringPos(ctx.rank());  // blocks follow ring positions
   const size_t es = dtypeSize(a.dtype);
   const char* in = static_cast<const char*>(a.send);
   char* out = static_cast<char*>(a.recv);
@@ -45,11 +46,11 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
   const size_t stride = algo::ringStride(messages, ctx.slotsPerChannel());
 
   // Step j of a pass works on block blockAt(j): j < n (the reduce-scatter)
-  // sends block r-j, having received and added it for j > 0; j >= n (the
-  // all-gather) receives finished block r+n-j and forwards it. The block a
+  // sends block pos-j, having received and added it for j > 0; j >= n (the
+  // all-gather) receives finished block pos+n-j and forwards it. The block a
   // step receives is the one its sender sent.
   auto blockAt = [&](size_t j) {
-    return j < static_cast<size_t>(n) ? mod(r - int(j)) : mod(r + n - int(j));
+    return j < static_cast<size_t>(n) ? mod(pos - int(j)) : mod(pos + n - int(j));
   };
   auto lenAt = [&](size_t p, int b) -> size_t {
     const size_t off = p * chunkElems, bl = blockLen(b);
@@ -58,8 +59,8 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
   auto inAt = [&](size_t p, int b) { return in + (blockStart(b) + p * chunkElems) * es; };
   auto outAt = [&](size_t p, int b) { return out + (blockStart(b) + p * chunkElems) * es; };
 
-  SendChannel& next = ctx.sendTo(mod(r + 1));
-  RecvChannel& prev = ctx.recvFrom(mod(r - 1));
+  SendChannel& next = ctx.sendTo(ctx.ringRank(mod(pos + 1)));
+  RecvChannel& prev = ctx.recvFrom(ctx.ringRank(mod(pos - 1)));
   Progress progress(ctx.health());
 
   // Over TCP the all-gather's blocks are read from the socket straight into
@@ -104,7 +105,7 @@ Status ringAllReduce(CollContext& ctx, const CollArgs& a) {
       prev.release();
       next.commit(c * es);
     } else if (j == static_cast<size_t>(n) - 1) {
-      // Block r+1, now complete, goes into place and on from there (over
+      // Block pos+1, now complete, goes into place and on from there (over
       // TCP the socket reads it from the output: no copy into the slot).
       WEFT_RETURN_IF_ERROR(acquireSlot(next, progress, &slot));
       combine(outAt(p, b), inAt(p, b), incoming, c, a);

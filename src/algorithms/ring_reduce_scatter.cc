@@ -1,13 +1,13 @@
-// Ring reduce-scatter around r -> r+1, pipelined one chunk (the tuner's, at
-// most a channel slot) at a time, with several chunks in flight
-// (ring_schedule.h). Rank r ends with block r (recvcount elements) of the
-// reduction.
+// Ring reduce-scatter around the communicator's ring (ring_order.h),
+// pipelined one chunk (the tuner's, at most a channel slot) at a time, with
+// several chunks in flight (ring_schedule.h). Rank r ends with block r
+// (recvcount elements) of the reduction.
 //
-// Step 0 sends block r-1; step s receives block r-1-s reduced by s ranks,
-// folds in this rank's part and passes it on, writing straight into the next
-// rank's slot. The last step receives block r itself and finishes it in the
-// output. In place when recv == send + r*recvcount: block r of the input is
-// read only by that last step, which writes the same elements.
+// Step 0 sends the block of the rank one position back; step s receives the
+// block of the rank 1+s positions back reduced by s ranks, folds in this
+// rank's part and passes it on, writing straight into the next rank's slot.
+// The last step receives block r itself and finishes it in the output. In place when recv == send +
+// r*recvcount: block r of the input is read only by that last step, which writes the same elements.
 //
 // Cost, n ranks, N = n*recvcount bytes in total: n-1 steps; each rank sends
 // and receives (n-1)/n * N bytes and reduces (n-1)/n * N bytes.
@@ -34,8 +34,9 @@ Status ringReduceScatter(CollContext& ctx, const CollArgs& a) {
     return Status::ok();
   }
 
-  SendChannel& next = ctx.sendTo(algo::mod(r + 1, n));
-  RecvChannel& prev = ctx.recvFrom(algo::mod(r - 1, n));
+  const int pos = ctx.ringPos(r);
+  SendChannel& next = ctx.sendTo(ctx.ringRank(algo::mod(pos + 1, n)));
+  RecvChannel& prev = ctx.recvFrom(ctx.ringRank(algo::mod(pos - 1, n)));
   Progress progress(ctx.health());
   const size_t chunkElems = algo::chunkBytes(ctx, a, es) / es;
 
@@ -43,11 +44,11 @@ Status ringReduceScatter(CollContext& ctx, const CollArgs& a) {
   const size_t messages = static_cast<size_t>(n - 1);
   const size_t stride = algo::ringStride(messages, ctx.slotsPerChannel());
 
-  // Step j of a pass works on block r-1-j.
+  // Step j of a pass works on the block of the rank 1+j positions back.
   return algo::forEachRingStep(passes, messages, stride, [&](size_t p, size_t j) -> Status {
     const size_t off = p * chunkElems;
     const size_t c = std::min(chunkElems, count - off);
-    const int b = algo::mod(r - 1 - static_cast<int>(j), n);
+    const int b = ctx.ringRank(algo::mod(pos - 1 - static_cast<int>(j), n));
     const char* mine = in + (static_cast<size_t>(b) * count + off) * es;
     void* slot;
     if (j == 0) {

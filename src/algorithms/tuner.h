@@ -59,6 +59,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "algorithms/algorithms.h"
 #include "base/status.h"
@@ -207,7 +208,7 @@ bool p2pSingleCopyAllowed();
 // WEFT_TUNER_FILE if that is set); else the defaults; then WEFT_TUNER_*
 // overrides. Collective over ctx: every rank calls it before any collective.
 // hostOf[r] is rank r's host index; shape is the communicator's, with
-// hostCpus agreed (agreeHostCpus). On an oversubscribed host the
+// hostCpus agreed (agreeHostLayout). On an oversubscribed host the
 // calibration's ping-pong is itself a step that awaits a peer which may not
 // be running: what it measures beyond the default shm latency (the unloaded
 // hand-off) is taken as scheduling delay and sets schedUs (never below the
@@ -216,7 +217,7 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
                       TunerParams* out);
 
 // A communicator's shape from its ranks' host indices and channels
-// (hostCpus unknown: agreeHostCpus fills it in).
+// (hostCpus unknown: agreeHostLayout fills it in).
 TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf);
 
 // CPUs this process may run on: its affinity mask (sched_getaffinity, which
@@ -224,25 +225,40 @@ TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf);
 // one bit per CPU (word i, bit j: CPU 64i+j; CPUs past the array are only
 // counted). Returns the count.
 int usableCpus(uint64_t (&mask)[16]);
-// What one rank contributes to agreeHostCpus: its mask (as usableCpus), its
+// What one rank contributes to agreeHostLayout: its mask (as usableCpus), its
 // CPU count (which may exceed the mask's 1024 bits) and its cgroup quota.
 struct CpuRecord {
   uint64_t mask[16] = {};
   uint32_t count = 0;  // 0: unknown
   uint32_t quota = 0;  // CPUs, rounded up; 0: none
+  // Where the lowest CPU of the mask sits, for the ring's order
+  // (ring_order.h): sysfs package and last-level cache ids (-1: unknown),
+  // and that cache's size (0: unknown).
+  int32_t package = -1;
+  int32_t cache = -1;
+  uint32_t cacheKiB = 0;
 };
 // Per host the union of its ranks' masks (at least the widest count),
 // capped by the smallest quota; the host with the most ranks per CPU, its
 // CPU count scaled to the most ranks on any host. 0 where nothing is known.
 int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf);
-// Per host, the CPUs its ranks may run on together: the union of their
-// masks, capped by the smallest quota. Returns the host with the most
-// ranks per CPU's count, or WEFT_TUNER_HOST_CPUS if set (rank 0's value,
-// broadcast). Collective over ctx: every rank calls it, before any
-// collective that the tuner picks. `ownHostCpus`, if given, gets the same
-// answer as if every rank were a host of its own (the tuner's view when
-// ranks on one host talk TCP), from the same exchange.
-Status agreeHostCpus(CollContext& ctx, std::span<const int> hostOf, int* hostCpus,
-                     int* ownHostCpus = nullptr);
+// What the ranks' CPU records tell a communicator (agreeHostLayout).
+struct HostLayout {
+  // Per host, the CPUs its ranks may run on together: the union of their
+  // masks, capped by the smallest quota. The host with the most ranks per
+  // CPU's count, or WEFT_TUNER_HOST_CPUS if set (rank 0's value, broadcast).
+  int hostCpus = 0;
+  // The same as if every rank were a host of its own (the tuner's view when
+  // ranks on one host talk TCP).
+  int ownHostCpus = 0;
+  // The ranks in ring order (ringOrderFor).
+  std::vector<int> ringOrder;
+  // This rank's last-level cache over the ranks of its host whose lowest
+  // CPU shares it (all of them when unbound); 0 when the size is unknown.
+  size_t cacheShareBytes = 0;
+};
+// All-gathers every rank's CpuRecord and derives the layout. Collective over
+// ctx: every rank calls it, before any collective that the tuner picks.
+Status agreeHostLayout(CollContext& ctx, std::span<const int> hostOf, HostLayout* out);
 
 }  // namespace weft

@@ -92,6 +92,17 @@ Status stickyError(weftComm* comm) {
                     " (abort it with weftCommAbort and create a new one)");
 }
 
+// Rank 0 says where the ring goes when that is not rank order.
+void logRingOrder(int rank, const std::vector<int>& ring) {
+  bool identity = true;
+  for (size_t p = 0; p < ring.size(); ++p) identity = identity && ring[p] == static_cast<int>(p);
+  if (rank != 0 || identity) return;
+  std::string text;
+  for (size_t p = 0; p < ring.size() && p < 64; ++p) text += " " + std::to_string(ring[p]);
+  if (ring.size() > 64) text += " ...";
+  WEFT_INFO(kLogInit, "ring order by host, package and last-level cache:%s", text.c_str());
+}
+
 // The communicator's shape (hosts from the peers' host hashes) and the
 // parameters every rank agrees on (calibrate.cc).
 Status initTuner(weftComm* comm) {
@@ -108,8 +119,12 @@ Status initTuner(weftComm* comm) {
   // before the calibration, which then measures the waits the collectives
   // will have.
   TunerShape shape = tunerShapeFor(comm->context, hostOf);
-  int ownHostCpus = 0;
-  WEFT_RETURN_IF_ERROR(agreeHostCpus(comm->context, hostOf, &shape.hostCpus, &ownHostCpus));
+  HostLayout layout;
+  WEFT_RETURN_IF_ERROR(agreeHostLayout(comm->context, hostOf, &layout));
+  shape.hostCpus = layout.hostCpus;
+  logRingOrder(comm->rank, layout.ringOrder);
+  comm->context.setRingOrder(std::move(layout.ringOrder));
+  kernels::useCacheShare(layout.cacheShareBytes);
   comm->oversubscribed.store(oversubscribed(shape), std::memory_order_relaxed);
   // WEFT_SHM_DISABLE: peers on this host go over TCP too; to the model every
   // rank is then a host of its own.
@@ -121,7 +136,7 @@ Status initTuner(weftComm* comm) {
   if (tcpOnHost) {
     for (int r = 0; r < comm->nranks; ++r) hostOf[r] = r;
     shape = tunerShapeFor(comm->context, hostOf);
-    shape.hostCpus = ownHostCpus;
+    shape.hostCpus = layout.ownHostCpus;
   }
   TunerParams params;
   WEFT_RETURN_IF_ERROR(tunerParamsFor(comm->context, hostOf, shape, &params));
@@ -272,6 +287,19 @@ const Tuner* CommContext::tuner() const {
 }
 size_t CommContext::directMinBytes() const {
   return comm_.transport->directEnabled() ? comm_.transport->directMinBytes() : SIZE_MAX;
+}
+
+int CommContext::ringRank(int pos) const {
+  return ringRank_.empty() ? pos : ringRank_[static_cast<size_t>(pos)];
+}
+int CommContext::ringPos(int rank) const {
+  return ringPos_.empty() ? rank : ringPos_[static_cast<size_t>(rank)];
+}
+void CommContext::setRingOrder(std::vector<int> order) {
+  ringPos_.assign(order.size(), 0);
+  for (size_t p = 0; p < order.size(); ++p)
+    ringPos_[static_cast<size_t>(order[p])] = static_cast<int>(p);
+  ringRank_ = std::move(order);
 }
 
 int CommContext::hostOf(int rank) const {

@@ -66,9 +66,16 @@ class CommContext final : public CollContext {
   // From the peers' host hashes: hosts numbered in order of their lowest rank.
   int hostOf(int rank) const override;
   const Tuner* tuner() const override;
+  int ringRank(int pos) const override;
+  int ringPos(int rank) const override;
+  // Ranks in ring order, set once at creation before the engine starts;
+  // empty means rank order.
+  void setRingOrder(std::vector<int> order);
 
  private:
   weftComm& comm_;
+  std::vector<int> ringRank_;  // [position]
+  std::vector<int> ringPos_;   // [rank]
   mutable std::once_flag hostsOnce_;
   mutable std::vector<int> hosts_;  // per rank
 };

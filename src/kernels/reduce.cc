@@ -8,6 +8,7 @@
 
 #include "base/env.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -74,12 +75,8 @@ const KernelTable* chooseTable() {
 
 std::atomic<const KernelTable*> gTable{nullptr};
 
-size_t streamThreshold() {
-  static const size_t threshold = [] {
-    return static_cast<size_t>(envBytes("NT_COPY_THRESHOLD", size_t{1} << 20));
-  }();
-  return threshold;
-}
+constexpr size_t kDefaultStreamThreshold = size_t{1} << 20;
+std::atomic<size_t> gCacheThreshold{0};  // 0: no communicator said yet
 
 bool validOp(weftDataType_t dtype, ReduceKind op) {
   const unsigned k = static_cast<unsigned>(op);
@@ -179,8 +176,24 @@ void copyCached(void* dst, const void* src, size_t bytes) {
   std::memcpy(d + i, s + i, bytes - i);
 }
 
-// Copies of more than WEFT_NT_COPY_THRESHOLD bytes (default 1 MiB) bypass the
-// cache; smaller ones go through it.
+size_t streamThreshold() {
+  static const uint64_t forced = envBytes("NT_COPY_THRESHOLD", 0);
+  if (forced > 0) return static_cast<size_t>(forced);
+  const size_t fromCache = gCacheThreshold.load(std::memory_order_relaxed);
+  return fromCache > 0 ? fromCache : kDefaultStreamThreshold;
+}
+
+void useCacheShare(size_t bytes) {
+  if (bytes == 0) return;
+  const size_t proposed = std::max(kDefaultStreamThreshold, bytes / 2);
+  size_t seen = gCacheThreshold.load(std::memory_order_relaxed);
+  while ((seen == 0 || proposed < seen) &&
+         !gCacheThreshold.compare_exchange_weak(seen, proposed, std::memory_order_relaxed)) {
+  }
+}
+
+// Copies above the stream threshold bypass the cache; smaller ones go
+// through it.
 void copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   if (bytes <= streamThreshold()) {
