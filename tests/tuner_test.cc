@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "algorithms/tuner.h"
 #include "core/comm.h"
 #include "harness/multirank.h"
+#include "kernels/reduce.h"
 
 namespace weft {
 namespace {
@@ -783,6 +785,31 @@ TEST(TunerCalibration, SkippedGivesDefaultsAndOverrides) {
         RANK_EXPECT(p.link[2].alphaUs == 77.0);
       },
       opts);
+}
+
+// A communicator sets the size above which copies stream past the cache
+// to half of each rank's share of its last-level cache (kernels/reduce.h):
+// here 4 unbound ranks share the L3 of the lowest allowed CPU.
+TEST(HostLayout, StreamThresholdIsHalfEachRanksShareOfTheLastLevelCache) {
+  if (std::getenv("WEFT_NT_COPY_THRESHOLD")) GTEST_SKIP() << "WEFT_NT_COPY_THRESHOLD is set";
+  CpuRecord mine;
+  usableCpus(mine.mask);
+  readCpuPlacement(&mine);
+  if (mine.cacheKiB == 0) GTEST_SKIP() << "sysfs gives no last-level cache size";
+  const size_t expected = std::max<size_t>(size_t{1} << 20, (size_t{mine.cacheKiB} << 10) / 4 / 2);
+  test::runRanks(
+      4, [&](weftComm_t, int, int) { RANK_EXPECT_EQ(kernels::streamThreshold(), expected); });
+  // No communicator in this process: the default.
+  EXPECT_EQ(kernels::streamThreshold(), size_t{1} << 20);
+  // The smallest share any communicator reports counts, never below 1 MiB.
+  kernels::useCacheShare(size_t{32} << 20);
+  EXPECT_EQ(kernels::streamThreshold(), size_t{16} << 20);
+  kernels::useCacheShare(size_t{64} << 20);
+  EXPECT_EQ(kernels::streamThreshold(), size_t{16} << 20);
+  kernels::useCacheShare(size_t{8} << 20);
+  EXPECT_EQ(kernels::streamThreshold(), size_t{4} << 20);
+  kernels::useCacheShare(size_t{1} << 20);
+  EXPECT_EQ(kernels::streamThreshold(), size_t{1} << 20);
 }
 
 TEST(TunerOversubscribed, AgreedAtCreationAndOverridable) {
