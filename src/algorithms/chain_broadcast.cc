@@ -59,9 +59,13 @@ Status chainBroadcast(CollContext& ctx, const CollArgs& a) {
       WEFT_RETURN_IF_ERROR(acquireSlot(*next, progress, &slot));
       next->commitFrom(slot, src, bytes);
     }
-    if (src != out + off) kernels::copyOut(out + off, src, bytes, total);
     if (prev) prev->release();
   }
+  // The root copies its input into place once every chunk is on its way:
+  // copying each chunk between its sends held the next send back (2 ranks
+  // over TCP, out of place: 8 MiB took 1920 us against 1790 for binomial,
+  // which copies first; both 1290-1380 in place).
+  if (!prev && in != out) kernels::copy(out, in, total);
   return Status::ok();
 }
 
