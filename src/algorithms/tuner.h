@@ -237,6 +237,7 @@ struct CpuRecord {
   int32_t package = -1;
   int32_t cache = -1;
   uint32_t cacheKiB = 0;
+  uint32_t unused = 0;  // no padding: every byte sent is set
 };
 // Per host the union of its ranks' masks (at least the widest count),
 // capped by the smallest quota; the host with the most ranks per CPU, its

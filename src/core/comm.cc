@@ -125,6 +125,14 @@ Status initTuner(weftComm* comm) {
   logRingOrder(comm->rank, layout.ringOrder);
   comm->context.setRingOrder(std::move(layout.ringOrder));
   kernels::useCacheShare(layout.cacheShareBytes);
+  if (comm->rank == 0) {
+    WEFT_INFO(kLogInit, "copies stream past the cache above %zu KiB (%s)",
+              kernels::streamThreshold() >> 10,
+              envString("NT_COPY_THRESHOLD") ? "WEFT_NT_COPY_THRESHOLD"
+              : layout.cacheShareBytes > 0
+                  ? "half of each rank's share of its last-level cache, at least 1 MiB"
+                  : "last-level cache unknown: 1 MiB");
+  }
   comm->oversubscribed.store(oversubscribed(shape), std::memory_order_relaxed);
   // WEFT_SHM_DISABLE: peers on this host go over TCP too; to the model every
   // rank is then a host of its own.
