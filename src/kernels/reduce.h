@@ -32,18 +32,19 @@ void preMulSum(void* dst, const void* a, const void* scalar, const void* b, size
 // truncation toward zero; floats divide in fp32 (fp64 for double).
 void divide(void* dst, const void* src, size_t count, weftDataType_t dtype, int divisor);
 
-// memcpy that switches to non-temporal stores for copies that will not be
-// read again soon (above the stream threshold, below).
+// memcpy that switches to non-temporal stores above WEFT_NT_COPY_THRESHOLD
+// (default 1 MiB) bytes. A copy's own size says little of the working set
+// it belongs to; a piece of a collective's output goes by copyOut instead.
 void copy(void* dst, const void* src, size_t bytes);
 
-// The stream threshold: WEFT_NT_COPY_THRESHOLD if set; else half this
-// rank's share of its last-level cache (useCacheShare), at least 1 MiB; else
-// 1 MiB. A collective touches its output and about as much again (input,
-// channel slots), so an output larger than half the share cannot stay in
-// cache, while a smaller one written with non-temporal stores is read back
-// from memory by the next step that forwards it: at 4 ranks sharing a 32 MiB
-// L3, the chain broadcast of 2 MiB took 534 us streamed against 293 cached,
-// and of 16 MiB 4666 against 5194.
+// The stream threshold of copyOut: WEFT_NT_COPY_THRESHOLD if set; else half
+// this rank's share of its last-level cache (useCacheShare), at least 1 MiB;
+// else 1 MiB. A collective touches its output and about as much again
+// (input, channel slots), so an output larger than half the share cannot
+// stay in cache, while a smaller one written with non-temporal stores is
+// read back from memory by the next step that forwards it: at 4 ranks
+// sharing a 32 MiB L3, the chain broadcast of 2 MiB took 534 us streamed
+// against 293 cached, and of 16 MiB 4666 against 5194.
 size_t streamThreshold();
 // A communicator's view of this rank's share of its last-level cache (its
 // size over the ranks that share it); the smallest share any communicator
