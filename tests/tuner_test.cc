@@ -507,8 +507,12 @@ TEST(TunerOversubscribed, FourRanksOnTwoCpusTakeRecursiveDoublingWhenSmall) {
     EXPECT_EQ(pick(CollKind::ReduceScatter, perRank, s), "ring") << perRank;
   // All-gather: one partner per step beats every peer at once (direct) and
   // n-1 steps (ring) while latency dominates.
-  for (size_t perRank : {size_t{2}, size_t{1} << 10})
+  for (size_t perRank : {size_t{2}, size_t{1} << 10, size_t{32} << 10})
     EXPECT_EQ(pick(CollKind::AllGather, perRank, s), "recdoubling") << perRank;
+  // Its bytes pay the square root of the exchanges' factor (no reduction):
+  // the ring from 512 KiB in all, not from 64 KiB.
+  for (size_t perRank : {size_t{128} << 10, size_t{2} << 20})
+    EXPECT_EQ(pick(CollKind::AllGather, perRank, s), "ring") << perRank;
   // All-to-all: Bruck's log2(n) partners while small, not once the bytes
   // count; with CPUs enough, pairwise or direct as before.
   for (size_t perPeer : {size_t{8}, size_t{2} << 10})
