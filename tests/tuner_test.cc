@@ -794,7 +794,7 @@ TEST(TunerCalibration, SkippedGivesDefaultsAndOverrides) {
 // A communicator sets the size above which copies stream past the cache
 // to half of each rank's share of its last-level cache (kernels/reduce.h):
 // here 4 unbound ranks share the L3 of the lowest allowed CPU.
-TEST(HostLayout, StreamThresholdIsHalfEachRanksShareOfTheLastLevelCache) {
+TEST(CpuLayout, StreamThresholdIsHalfEachRanksShareOfTheLastLevelCache) {
   if (std::getenv("WEFT_NT_COPY_THRESHOLD")) GTEST_SKIP() << "WEFT_NT_COPY_THRESHOLD is set";
   CpuRecord mine;
   usableCpus(mine.mask);

@@ -110,7 +110,7 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
   return std::max(1, static_cast<int>(std::floor(maxRanks / worst + 1e-9)));
 }
 
-Status agreeHostLayout(CollContext& ctx, std::span<const int> hostOf, HostLayout* out) {
+Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* out) {
   const int n = ctx.nranks();
   CpuRecord mine;
   const int usable = usableCpus(mine.mask);

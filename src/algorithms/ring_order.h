@@ -7,11 +7,11 @@
 // last-level cache of each rank's lowest allowed CPU, it crosses each
 // boundary once per round; ranks keep rank order within a cache.
 //
-// Ranks that share one CPU are not put next to each other: on 2 CPUs, a
-// ring 0 2 1 3 of 4 ranks placed on CPU i mod 2 kept half the hops on one
-// CPU's caches but ran each of those hops one rank after the other, and was
-// 2-14% slower than rank order from 64 KiB to 1 MiB (reduce-scatter and
-// allreduce, 7 alternating runs).
+// The order does not group ranks that share one CPU: on 2 CPUs, a ring
+// 0 2 1 3 of 4 ranks placed on CPU i mod 2 kept half the hops on one CPU's
+// caches but ran each of those hops one rank after the other, and was 2-14%
+// slower than rank order from 64 KiB to 1 MiB (reduce-scatter and allreduce,
+// 7 alternating runs).
 #pragma once
 
 #include <span>

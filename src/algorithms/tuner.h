@@ -208,7 +208,7 @@ bool p2pSingleCopyAllowed();
 // WEFT_TUNER_FILE if that is set); else the defaults; then WEFT_TUNER_*
 // overrides. Collective over ctx: every rank calls it before any collective.
 // hostOf[r] is rank r's host index; shape is the communicator's, with
-// hostCpus agreed (agreeHostLayout). On an oversubscribed host the
+// hostCpus agreed (agreeCpuLayout). On an oversubscribed host the
 // calibration's ping-pong is itself a step that awaits a peer which may not
 // be running: what it measures beyond the default shm latency (the unloaded
 // hand-off) is taken as scheduling delay and sets schedUs (never below the
@@ -217,7 +217,7 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
                       TunerParams* out);
 
 // A communicator's shape from its ranks' host indices and channels
-// (hostCpus unknown: agreeHostLayout fills it in).
+// (hostCpus unknown: agreeCpuLayout fills it in).
 TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf);
 
 // CPUs this process may run on: its affinity mask (sched_getaffinity, which
@@ -225,7 +225,7 @@ TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf);
 // one bit per CPU (word i, bit j: CPU 64i+j; CPUs past the array are only
 // counted). Returns the count.
 int usableCpus(uint64_t (&mask)[16]);
-// What one rank contributes to agreeHostLayout: its mask (as usableCpus), its
+// What one rank contributes to agreeCpuLayout: its mask (as usableCpus), its
 // CPU count (which may exceed the mask's 1024 bits) and its cgroup quota.
 struct CpuRecord {
   uint64_t mask[16] = {};
@@ -243,8 +243,8 @@ struct CpuRecord {
 // capped by the smallest quota; the host with the most ranks per CPU, its
 // CPU count scaled to the most ranks on any host. 0 where nothing is known.
 int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf);
-// What the ranks' CPU records tell a communicator (agreeHostLayout).
-struct HostLayout {
+// What the ranks' CPU records tell a communicator (agreeCpuLayout).
+struct CpuLayout {
   // Per host, the CPUs its ranks may run on together: the union of their
   // masks, capped by the smallest quota. The host with the most ranks per
   // CPU's count, or WEFT_TUNER_HOST_CPUS if set (rank 0's value, broadcast).
@@ -260,6 +260,6 @@ struct HostLayout {
 };
 // All-gathers every rank's CpuRecord and derives the layout. Collective over
 // ctx: every rank calls it, before any collective that the tuner picks.
-Status agreeHostLayout(CollContext& ctx, std::span<const int> hostOf, HostLayout* out);
+Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* out);
 
 }  // namespace weft

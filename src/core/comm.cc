@@ -119,8 +119,8 @@ Status initTuner(weftComm* comm) {
   // before the calibration, which then measures the waits the collectives
   // will have.
   TunerShape shape = tunerShapeFor(comm->context, hostOf);
-  HostLayout layout;
-  WEFT_RETURN_IF_ERROR(agreeHostLayout(comm->context, hostOf, &layout));
+  CpuLayout layout;
+  WEFT_RETURN_IF_ERROR(agreeCpuLayout(comm->context, hostOf, &layout));
   shape.hostCpus = layout.hostCpus;
   logRingOrder(comm->rank, layout.ringOrder);
   comm->context.setRingOrder(std::move(layout.ringOrder));
