@@ -7,6 +7,7 @@
 // The collectives built on these run in tcp.* and netns_test.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -148,7 +149,7 @@ TEST(TcpChannel, ChunksOnTheLeastBusySocketArriveInOrder) {
   test::RunOptions opts = overTcp();
   opts.env.push_back({"WEFT_SOCKET_BUF_BYTES", "65536"});
   opts.env.push_back({"WEFT_NSOCKS_PERTHREAD", "3"});
-  opts.env.push_back({"WEFT_SHM_SLOT_BYTES", std::to_string(kBig)});
+  opts.env.push_back({"WEFT_TCP_SLOT_BYTES", std::to_string(kBig)});
   test::RankSignal blocked;
   test::runRanks(
       2,
@@ -191,6 +192,40 @@ TEST(TcpChannel, ChunksOnTheLeastBusySocketArriveInOrder) {
           comm->transport->endCollective();
         }
         test::rankBarrier(comm);
+      },
+      opts);
+}
+
+// A communicator whose ranks all talk TCP takes TCP's own chunk, the
+// smallest any rank asks for: a receiver's slots must hold whatever it is
+// sent. Ranks asking 1 MiB, 128 KiB and 512 KiB all get 128 KiB, and an
+// allreduce of several such chunks per block matches the reference.
+TEST(TcpChannel, ChunkIsTheSmallestTcpSlotAnyRankAsksFor) {
+  constexpr size_t kSmallest = 128 << 10;
+  const char* asks[] = {"1M", "128K", "512K"};
+  test::RunOptions opts = overTcp();
+  test::runRanksRaw(
+      3,
+      [&](const test::RankContext& ctx) {
+        setenv("WEFT_TCP_SLOT_BYTES", asks[ctx.rank], 1);
+        weftComm_t comm = nullptr;
+        RANK_CHECK_OK(ctx.initComm(&comm));
+        test::setCurrentComm(comm);
+        for (int p = 0; p < ctx.nranks; ++p) {
+          if (p == ctx.rank) continue;
+          RANK_EXPECT(comm->transport->sendTo(p).slotBytes() == kSmallest) << "peer " << p;
+        }
+        RANK_EXPECT(comm->transport->slotBytes() == kSmallest);
+        // 3 blocks of 4 chunks each.
+        const size_t count = 3 * 4 * kSmallest / sizeof(float);
+        std::vector<float> x(count);
+        for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((i % 97) * (ctx.rank + 1));
+        RANK_CHECK_OK(
+            weftAllReduce(x.data(), x.data(), count, weftFloat32, weftSum, comm, nullptr));
+        for (size_t i = 0; i < count; ++i)
+          RANK_ASSERT(x[i] == static_cast<float>((i % 97) * 6)) << "element " << i;
+        test::setCurrentComm(nullptr);
+        RANK_CHECK_OK(weftCommDestroy(comm));
       },
       opts);
 }

@@ -39,6 +39,8 @@
 #include "algorithms/tuner.h"
 #include "base/dtype.h"
 #include "base/env.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace {
 
@@ -314,7 +316,8 @@ int main(int argc, char** argv) {
   shape.nhosts = hosts;
   shape.ranksPerHost = (n + hosts - 1) / hosts;
   shape.hostCpus = cpusPerHost;
-  shape.slotBytes = envBytes("SHM_SLOT_BYTES", 256 << 10);
+  // The chunk: TCP's own when every pair is on TCP (transport.cc).
+  shape.slotBytes = hosts == n && n > 1 ? tcpOnlySlotBytes() : ShmOptions::fromEnv().slotBytes;
   // Single copy needs every peer on this host, and the shm transport's consent.
   shape.canPublish = hosts == 1 && n > 1 && envInt("SHM_DIRECT", 1) != 0;
   shape.directMinBytes = envBytes("SHM_DIRECT_MIN", 64 << 10);

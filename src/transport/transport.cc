@@ -83,6 +83,14 @@ Status Transports::create(Bootstrap& bootstrap, std::unique_ptr<Transports>* out
     net::SockAddr at = peerAddr(peers[rank]);
     bool chosen = false;
     WEFT_RETURN_IF_ERROR(net::addressFromSocketEnv(&at, &chosen));
+    if (!anyLocalPair) {
+      // No shm channel shares the chunk: TCP's own, the smallest any rank
+      // asks for (a receiver's slots must hold every frame it is sent).
+      std::vector<uint64_t> slotOf(nranks, 0);
+      slotOf[rank] = tcpOnlySlotBytes();
+      WEFT_RETURN_IF_ERROR(bootstrap.allGather(slotOf.data(), sizeof(uint64_t)));
+      t->slotBytes_ = *std::min_element(slotOf.begin(), slotOf.end());
+    }
     const TcpOptions tcpOptions = TcpOptions::fromEnv(t->slotBytes_);
     WEFT_RETURN_IF_ERROR(TcpTransport::create(bootstrap, tcpOptions, t->onTcp_, at, &t->tcp_));
     fewestSlots = std::min<size_t>(fewestSlots, tcpOptions.slots);

@@ -33,7 +33,8 @@ class Transports {
 
   SendChannel& sendTo(int peer) { return *send_[peer]; }
   RecvChannel& recvFrom(int peer) { return *recv_[peer]; }
-  // Every channel's slot size (the communicator's chunk size).
+  // Every channel's slot size (the communicator's chunk size): the shm
+  // slot, or TCP's own when no two ranks share memory (tcpOnlySlotBytes()).
   size_t slotBytes() const { return slotBytes_; }
   // The fewest slots of any channel of any rank, agreed at creation.
   size_t slotsPerChannel() const { return slotsPerChannel_; }

@@ -53,6 +53,11 @@ net::SockAddr addrFrom(const uint8_t* bytes, uint32_t len) {
 
 }  // namespace
 
+size_t tcpOnlySlotBytes() {
+  const uint64_t bytes = envBytes("TCP_SLOT_BYTES", 512 << 10);
+  return static_cast<size_t>((std::clamp<uint64_t>(bytes, 4096, 1u << 30) + 63) / 64 * 64);
+}
+
 TcpOptions TcpOptions::fromEnv(size_t slotBytes) {
   TcpOptions o;
   const int64_t perThread = std::clamp<int64_t>(envInt("NSOCKS_PERTHREAD", 2), 1, 64);
