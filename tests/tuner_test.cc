@@ -340,6 +340,28 @@ TEST(TunerModel, LogStepAlgorithmsAcrossHosts) {
   }
 }
 
+// At 2 ranks rhd allreduce moves what the ring moves in as many steps, and
+// its formula gives the ring's cost summed in another order: with the
+// parameters one TCP calibration measured it came out an ulp cheaper, and
+// the tuner took rhd at 32 MiB (1.42x the ring's time). Ties within
+// rounding keep table order, for any calibration near that one.
+TEST(TunerModel, TwoHostsKeepTheRingWhereRhdTiesIt) {
+  const std::span<const Algorithm> t = allAlgorithms();
+  const TunerShape s = shape(2, 2, false, 512 << 10);
+  for (double alpha : {5.0, 7.19, 9.0, 25.0})
+    for (double gbps : {2.4, 2.61, 3.0})
+      for (double reduce : {18.0, 22.0, 26.6}) {
+        TunerParams p = defaultTunerParams();
+        p.link[static_cast<int>(LinkClass::Net)].alphaUs = alpha;
+        p.link[static_cast<int>(LinkClass::Net)].gbps = gbps;
+        p.reduceGbps = reduce;
+        for (size_t bytes = 2 << 20; bytes <= (64u << 20); bytes *= 2)
+          EXPECT_STREQ(chooseFor(CollKind::AllReduce, bytes, s, p, t, Restrictions{}).alg->name,
+                       "ring")
+              << bytes << " bytes, net " << alpha << " us " << gbps << " GB/s, reduce " << reduce;
+      }
+}
+
 TEST(TunerModel, PredictionsAreSane) {
   const TunerParams p = defaultTunerParams();
   for (const Algorithm& a : kFullTable) {
