@@ -110,6 +110,39 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
   return std::max(1, static_cast<int>(std::floor(maxRanks / worst + 1e-9)));
 }
 
+bool machineOversubscribed(std::span<const CpuRecord> ranks) {
+  const int n = static_cast<int>(ranks.size());
+  std::vector<int> machineOf(static_cast<size_t>(n));
+  int machines = 0, most = 0;
+  for (int r = 0; r < n; ++r) {
+    int m = r;
+    if (ranks[r].machine != 0) {
+      for (m = 0; m < r && ranks[m].machine != ranks[r].machine; ++m) {
+      }
+    }
+    machineOf[r] = m == r ? machines++ : machineOf[m];
+  }
+  for (int m = 0; m < machines; ++m)
+    most = std::max(most, static_cast<int>(std::count(machineOf.begin(), machineOf.end(), m)));
+  // The worst machine's CPUs scaled to `most` ranks: fewer than that many
+  // CPUs means more ranks than CPUs there.
+  const int cpus = worstHostCpus(ranks, machineOf);
+  return cpus > 0 && cpus < most;
+}
+
+namespace {
+
+uint32_t bootIdHash() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(f >> id) || id.empty()) return 0;
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (const char c : id) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h == 0 ? 1 : h;
+}
+
+}  // namespace
+
 Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* out) {
   const int n = ctx.nranks();
   CpuRecord mine;
@@ -117,6 +150,7 @@ Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* 
   mine.count = static_cast<uint32_t>(std::max(usable, 0));
   mine.quota = static_cast<uint32_t>(cgroupQuotaCpus());
   readCpuPlacement(&mine);
+  mine.machine = bootIdHash();
   std::vector<CpuRecord> all(static_cast<size_t>(n));
   if (n > 1) {
     CollArgs a;
@@ -129,12 +163,13 @@ Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* 
   } else {
     all[0] = mine;
   }
-  int32_t answer[2] = {0, 0};  // hostOf's hosts; every rank a host
+  int32_t answer[3] = {0, 0, 0};  // hostOf's hosts; every rank a host; machines
   if (ctx.rank() == 0) {
     std::vector<int> own(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) own[r] = r;
     answer[0] = worstHostCpus(all, hostOf);
     answer[1] = worstHostCpus(all, own);
+    answer[2] = machineOversubscribed(all) ? 1 : 0;
     const int64_t forced = envInt("TUNER_HOST_CPUS", -1);
     if (forced >= 0)
       answer[0] = answer[1] = static_cast<int32_t>(std::min<int64_t>(forced, 1 << 20));
@@ -154,6 +189,7 @@ Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* 
   WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(ctx, progress));
   out->hostCpus = std::max(answer[0], 0);
   out->ownHostCpus = std::max(answer[1], 0);
+  out->machineOversubscribed = answer[2] != 0;
   out->ringOrder = ringOrderFor(all, hostOf);
   out->cacheShareBytes = 0;
   if (mine.cacheKiB > 0) {

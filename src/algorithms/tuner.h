@@ -237,12 +237,19 @@ struct CpuRecord {
   int32_t package = -1;
   int32_t cache = -1;
   uint32_t cacheKiB = 0;
-  uint32_t unused = 0;  // no padding: every byte sent is set
+  // The kernel it runs under: a hash of /proc/sys/kernel/random/boot_id, 0
+  // if unknown. Ranks with the same one share its CPUs whatever host they
+  // count as (WEFT_HOSTID, network namespaces, containers on one node).
+  uint32_t machine = 0;
 };
 // Per host the union of its ranks' masks (at least the widest count),
 // capped by the smallest quota; the host with the most ranks per CPU, its
 // CPU count scaled to the most ranks on any host. 0 where nothing is known.
 int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf);
+// Some kernel runs more of the ranks than the CPUs their masks allow
+// together (the union, as above), counting ranks by CpuRecord::machine
+// (an unknown machine is one of its own).
+bool machineOversubscribed(std::span<const CpuRecord> ranks);
 // What the ranks' CPU records tell a communicator (agreeCpuLayout).
 struct CpuLayout {
   // Per host, the CPUs its ranks may run on together: the union of their
@@ -252,6 +259,10 @@ struct CpuLayout {
   // The same as if every rank were a host of its own (the tuner's view when
   // ranks on one host talk TCP).
   int ownHostCpus = 0;
+  // machineOversubscribed() of the records: ranks of different hosts that
+  // share a kernel's CPUs. Their waits must yield as on an oversubscribed
+  // host (Progress::idle), though each host alone has CPUs enough.
+  bool machineOversubscribed = false;
   // The ranks in ring order (ringOrderFor).
   std::vector<int> ringOrder;
   // This rank's last-level cache over the ranks of its host whose lowest

@@ -133,7 +133,12 @@ Status initTuner(weftComm* comm) {
                   ? "half of each rank's share of its last-level cache, at least 1 MiB"
                   : "last-level cache unknown: 1 MiB");
   }
-  comm->oversubscribed.store(oversubscribed(shape), std::memory_order_relaxed);
+  comm->oversubscribed.store(oversubscribed(shape) || layout.machineOversubscribed,
+                             std::memory_order_relaxed);
+  if (comm->rank == 0 && layout.machineOversubscribed && !oversubscribed(shape))
+    WEFT_INFO(kLogInit,
+              "ranks of different hosts share one machine's CPUs, more ranks than CPUs: waits "
+              "yield as on an oversubscribed host");
   // WEFT_SHM_DISABLE: peers on this host go over TCP too; to the model every
   // rank is then a host of its own.
   bool tcpOnHost = false;
