@@ -599,6 +599,16 @@ TEST(TunerOversubscribed, RanksOfHostsSharingAMachineCountTogether) {
   // Three ranks confined to one CPU of one machine.
   const CpuRecord crowded[] = {rec(0, 5), rec(0, 5), rec(0, 5)};
   EXPECT_TRUE(machineOversubscribed(crowded));
+  // Containers on one node, each with a CPU quota of its own: the quotas
+  // do not add up to one machine-wide cap.
+  CpuRecord pods[4];
+  for (int i = 0; i < 4; ++i) {
+    pods[i] = rec(0, 5);
+    pods[i].mask[0] = 0xff;  // CPUs 0-7
+    pods[i].count = 8;
+    pods[i].quota = 2;
+  }
+  EXPECT_FALSE(machineOversubscribed(pods));
 }
 
 TEST(TunerOversubscribed, HostCpusAreTheUnionOfTheRanksMasks) {

@@ -125,8 +125,11 @@ bool machineOversubscribed(std::span<const CpuRecord> ranks) {
   for (int m = 0; m < machines; ++m)
     most = std::max(most, static_cast<int>(std::count(machineOf.begin(), machineOf.end(), m)));
   // The worst machine's CPUs scaled to `most` ranks: fewer than that many
-  // CPUs means more ranks than CPUs there.
-  const int cpus = worstHostCpus(ranks, machineOf);
+  // CPUs means more ranks than CPUs there. Masks only: a CPU quota is its
+  // container's own (one per host here), not the machine's.
+  std::vector<CpuRecord> masks(ranks.begin(), ranks.end());
+  for (CpuRecord& r : masks) r.quota = 0;
+  const int cpus = worstHostCpus(masks, machineOf);
   return cpus > 0 && cpus < most;
 }
 
