@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -113,17 +114,19 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
 bool machineOversubscribed(std::span<const CpuRecord> ranks) {
   const int n = static_cast<int>(ranks.size());
   std::vector<int> machineOf(static_cast<size_t>(n));
-  int machines = 0, most = 0;
+  std::unordered_map<uint32_t, int> index;  // machine id -> its index
+  std::vector<int> ranksOn;                 // per index
   for (int r = 0; r < n; ++r) {
-    int m = r;
-    if (ranks[r].machine != 0) {
-      for (m = 0; m < r && ranks[m].machine != ranks[r].machine; ++m) {
-      }
-    }
-    machineOf[r] = m == r ? machines++ : machineOf[m];
+    const uint32_t id = ranks[r].machine;
+    const auto [it, added] = id == 0 ? std::pair{index.end(), true}
+                                     : index.emplace(id, static_cast<int>(ranksOn.size()));
+    const int m = added ? static_cast<int>(ranksOn.size()) : it->second;
+    if (added) ranksOn.push_back(0);
+    ++ranksOn[m];
+    machineOf[r] = m;
   }
-  for (int m = 0; m < machines; ++m)
-    most = std::max(most, static_cast<int>(std::count(machineOf.begin(), machineOf.end(), m)));
+  const int most = ranksOn.empty() ? 0 : *std::max_element(ranksOn.begin(), ranksOn.end());
+  if (most < 2) return false;  // one rank per machine (the usual cluster)
   // The worst machine's CPUs scaled to `most` ranks: fewer than that many
   // CPUs means more ranks than CPUs there. Masks only: a CPU quota is its
   // container's own (one per host here), not the machine's.
@@ -174,8 +177,11 @@ Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* 
     answer[1] = worstHostCpus(all, own);
     answer[2] = machineOversubscribed(all) ? 1 : 0;
     const int64_t forced = envInt("TUNER_HOST_CPUS", -1);
-    if (forced >= 0)
+    if (forced >= 0) {
+      // The CPUs are stated: the machine-wide check defers to them too.
       answer[0] = answer[1] = static_cast<int32_t>(std::min<int64_t>(forced, 1 << 20));
+      answer[2] = 0;
+    }
   }
   if (n > 1) {
     CollArgs a;

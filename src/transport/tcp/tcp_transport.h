@@ -36,7 +36,8 @@
 //
 // MSG_ZEROCOPY is not used: on loopback and veth the kernel copies anyway
 // (the pages are not handed to a NIC), and completions cost an extra syscall
-// per send; for 256 KiB chunks a copy into the socket buffer is cheaper.
+// per send; for chunks of a few hundred KiB a copy into the socket buffer is
+// cheaper.
 // On a NIC the pages stay pinned until the peer acknowledges them (TCP keeps
 // them for retransmission), so a collective sending from the caller's
 // buffers (commitFrom) could only return after the last ACK: a round trip
