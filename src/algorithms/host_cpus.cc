@@ -117,11 +117,10 @@ bool machineOversubscribed(std::span<const CpuRecord> ranks) {
   std::unordered_map<uint32_t, int> index;  // machine id -> its index
   std::vector<int> ranksOn;                 // per index
   for (int r = 0; r < n; ++r) {
-    const uint32_t id = ranks[r].machine;
-    const auto [it, added] = id == 0 ? std::pair{index.end(), true}
-                                     : index.emplace(id, static_cast<int>(ranksOn.size()));
-    const int m = added ? static_cast<int>(ranksOn.size()) : it->second;
-    if (added) ranksOn.push_back(0);
+    // A new index unless the id was seen (an unknown id, 0, is always new).
+    int m = static_cast<int>(ranksOn.size());
+    if (ranks[r].machine != 0) m = index.emplace(ranks[r].machine, m).first->second;
+    if (m == static_cast<int>(ranksOn.size())) ranksOn.push_back(0);
     ++ranksOn[m];
     machineOf[r] = m;
   }
