@@ -3,10 +3,13 @@
 // arranged with RankSignal pipes, never with sleeps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "core/stream.h"
 #include "harness/data.h"
 #include "harness/multirank.h"
 #include "weft/weft.h"
@@ -33,6 +36,34 @@ TEST(Streams, ManyStreams) {
     for (size_t j = 0; j < i; ++j) EXPECT_NE(streams[i], streams[j]);
   }
   for (auto& s : streams) EXPECT_EQ(weftStreamDestroy(s), weftSuccess);
+}
+
+// A stream nobody synchronizes must not keep every finished call: finished
+// work is dropped as the stream grows, failed and running work stays, and
+// a synchronize still reports the failure.
+TEST(Streams, FinishedWorkIsDroppedFailedAndRunningWorkStays) {
+  weftStream stream;
+  auto failed = std::make_shared<WorkState>();
+  failed->complete(Status(weftRemoteError, "a peer failed"));
+  auto running = std::make_shared<WorkState>();
+  stream.append(failed);
+  stream.append(running);
+  size_t most = 0;
+  for (int i = 0; i < 10000; ++i) {
+    auto w = std::make_shared<WorkState>();
+    w->complete(Status::ok());
+    stream.append(std::move(w));
+    most = std::max(most, stream.pending.size());
+  }
+  EXPECT_LE(most, weftStream::kMinCompact + 1) << "finished work piled up on the stream";
+  auto has = [&](const std::shared_ptr<WorkState>& w) {
+    return std::find(stream.pending.begin(), stream.pending.end(), w) != stream.pending.end();
+  };
+  EXPECT_TRUE(has(failed));
+  EXPECT_TRUE(has(running));
+  running->complete(Status::ok());
+  EXPECT_EQ(weftStreamSynchronize(&stream), weftRemoteError);
+  EXPECT_TRUE(stream.pending.empty());
 }
 
 class Async : public ::testing::TestWithParam<int> {};
