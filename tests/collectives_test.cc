@@ -531,6 +531,58 @@ INSTANTIATE_TEST_SUITE_P(Algos, ForcedAlgorithms,
                            return name + "_" + std::to_string(std::get<1>(info.param));
                          });
 
+// The pairwise exchanges (exchange.h) over TCP, where a send runs at most one
+// chunk ahead of its receive: 4 KiB chunks, so that 70001 elements take
+// tens of chunks per step, at rank counts with and without extras to fold.
+const Forced kOverTcp[] = {
+    {"allreduce:rhd", allReduceCase, true, false, true},
+    {"allreduce:recdoubling", allReduceCase, true, false, true},
+    {"reducescatter:rhd", reduceScatterCase, true, false, true},
+    {"allgather:recdoubling", allGatherCase, false, false, true},
+    {"alltoall:bruck", allToAllCase, false, false, false},
+    {"alltoall:pairwise", allToAllCase, false, false, true},
+};
+
+class ExchangesOverTcp : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(ExchangesOverTcp, MatchReference) {
+  const Forced& f = kOverTcp[std::get<0>(GetParam())];
+  RunOptions opts;
+  opts.env = {{"WEFT_ALGO", f.algo},
+              {"WEFT_SHM_DISABLE", "1"},
+              {"WEFT_TCP_SLOT_BYTES", "4096"},
+              {"WEFT_TIMEOUT_MS", "60000"}};
+  runRanks(
+      std::get<1>(GetParam()),
+      [&](weftComm_t comm, int rank, int n) {
+        RedOps ops(comm);
+        uint64_t salt = 0;
+        for (weftDataType_t dt : {weftFloat32, weftInt64}) {
+          for (OpKind op : f.reducing ? std::vector<OpKind>{OpKind::kSum, OpKind::kMax}
+                                      : std::vector<OpKind>{OpKind::kSum}) {
+            for (int inplace = 0; inplace <= (f.hasInplace ? 1 : 0); ++inplace) {
+              for (size_t count : {size_t{7}, size_t{70001}}) {
+                Case c{comm, rank, n, dt, op, ops.get(dt, op), inplace != 0, count, 0, ++salt};
+                f.fn(c);
+              }
+            }
+          }
+        }
+      },
+      opts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algos, ExchangesOverTcp,
+                         ::testing::Combine(::testing::Range(0, int(sizeof(kOverTcp) /
+                                                                    sizeof(kOverTcp[0]))),
+                                            ::testing::Values(2, 3, 4)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+                           std::string name = kOverTcp[std::get<0>(info.param)].algo;
+                           for (char& ch : name)
+                             if (ch == ':') ch = '_';
+                           return name + "_" + std::to_string(std::get<1>(info.param));
+                         });
+
 // ---------------------------------------------------------------------------
 // Ranks dealt round-robin to two hosts (WEFT_HOSTID): the ring and chain
 // algorithms go round the ring ordered by host (ring_order.h), 0 2 4 1 3,

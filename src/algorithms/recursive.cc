@@ -73,6 +73,10 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
   return Status::ok();
 }
 
+// Every block received lands where it belongs (exchange's landAt): over TCP
+// it is read from the socket straight into buf, not staged and copied (2
+// ranks over loopback, rhd allreduce: 8 MiB 4474 -> 3920 us, 32 MiB 23.6 ->
+// 20.7 ms, median of 5).
 Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
                          size_t es) {
   const int n = ctx.nranks();
@@ -93,12 +97,12 @@ Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const 
     const size_t mine = bounds[r] * es;
     WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, partner, buf + mine,
                                   bounds[r + 1] * es - mine, -1, 0, false, noRecv));
-    return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, total, false, copyInto(0));
+    return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, total, false, copyInto(0), buf);
   }
   if (const int e = f.extraOf(); e >= 0) {
     const size_t from = bounds[e] * es;
     WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, -1, nullptr, 0, e,
-                                  bounds[e + 1] * es - from, false, copyInto(from)));
+                                  bounds[e + 1] * es - from, false, copyInto(from), buf + from));
   }
 
   const int i = f.newRank;
@@ -107,9 +111,9 @@ Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const 
     const int peer = f.realOf(i ^ mask);
     const int mine = i / mask * mask;
     const int theirs = mine ^ mask;
-    WEFT_RETURN_IF_ERROR(
-        exchange(ctx, progress, chunk, peer, buf + start(mine), start(mine + mask) - start(mine),
-                 peer, start(theirs + mask) - start(theirs), false, copyInto(start(theirs))));
+    WEFT_RETURN_IF_ERROR(exchange(
+        ctx, progress, chunk, peer, buf + start(mine), start(mine + mask) - start(mine), peer,
+        start(theirs + mask) - start(theirs), false, copyInto(start(theirs)), buf + start(theirs)));
   }
 
   if (const int e = f.extraOf(); e >= 0) {
