@@ -491,6 +491,15 @@ const Forced kForced[] = {
     {"alltoall:bruck", allToAllCase, false, false, false},
 };
 
+// A test name from (table index, ranks): "allreduce_rhd_4".
+template <size_t N>
+std::string forcedName(const Forced (&table)[N], const std::tuple<int, int>& param) {
+  std::string name = table[std::get<0>(param)].algo;
+  for (char& ch : name)
+    if (ch == ':') ch = '_';
+  return name + "_" + std::to_string(std::get<1>(param));
+}
+
 class ForcedAlgorithms : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(ForcedAlgorithms, MatchesReference) {
@@ -525,10 +534,7 @@ INSTANTIATE_TEST_SUITE_P(Algos, ForcedAlgorithms,
                                                                     sizeof(kForced[0]))),
                                             ::testing::Values(2, 3, 4, 7)),
                          [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
-                           std::string name = kForced[std::get<0>(info.param)].algo;
-                           for (char& ch : name)
-                             if (ch == ':') ch = '_';
-                           return name + "_" + std::to_string(std::get<1>(info.param));
+                           return forcedName(kForced, info.param);
                          });
 
 // The pairwise exchanges (exchange.h) over TCP, where a send runs at most one
@@ -577,10 +583,7 @@ INSTANTIATE_TEST_SUITE_P(Algos, ExchangesOverTcp,
                                                                     sizeof(kOverTcp[0]))),
                                             ::testing::Values(2, 3, 4)),
                          [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
-                           std::string name = kOverTcp[std::get<0>(info.param)].algo;
-                           for (char& ch : name)
-                             if (ch == ':') ch = '_';
-                           return name + "_" + std::to_string(std::get<1>(info.param));
+                           return forcedName(kOverTcp, info.param);
                          });
 
 // ---------------------------------------------------------------------------
