@@ -67,11 +67,11 @@ Status exchange(CollContext& ctx, Progress& progress, size_t chunk, int to, cons
   // both ranks' exchanges stall each other: 2 ranks over TCP loopback, rhd
   // allreduce at 32 MiB took 19.9 ms against 12.5 for the ring, and
   // 12.7 paced (8 MiB: 4149 -> 2718 us; median of 5 alternating runs);
-  // 4 ranks on 2 CPUs, 8 MiB: 14.7 -> 9.2 ms, the ring 10.5. Over shared
-  // memory pacing measured no better (4 ranks on 2 CPUs, 2 MiB: rhd 657 ->
-  // 797 us), so it stays off there. Deadlock-free: every rank sends its
-  // first chunk unconditionally, and a rank whose receive is complete sends
-  // the rest freely.
+  // 4 ranks on 2 CPUs, 8 MiB: 14.7 -> 9.2 ms, the ring 10.5 (median of 3).
+  // Over shared memory pacing measured no better (4 ranks on 2 CPUs, 2 MiB:
+  // rhd 657 -> 797 us), so it stays off there. Deadlock-free: every rank
+  // sends its first chunk unconditionally, and a rank whose receive is
+  // complete sends the rest freely.
   const bool paced = tx && rx && tx->readsSourceLater();
   size_t sent = 0, got = 0;
   // Ungated sends may go from src itself (SendChannel::commitFrom): the
