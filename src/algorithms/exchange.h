@@ -159,9 +159,12 @@ inline CollArgs accumulating(const CollArgs& a) {
 // holds the reduction of that range over all ranks (other parts of buf are
 // scratch). acc: accumulating() args. Non-powers of two fold (see Fold); an
 // extra gets its range at the end. bounds has n+1 monotone entries,
-// bounds[0] == 0.
+// bounds[0] == 0. With mineOut the result for this rank's range is written
+// there instead (by the last step itself, no copy afterwards); it may be
+// src's own range (in place) but must not overlap the rest of src or buf.
 Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
-                            const CollArgs& acc, const char* src = nullptr);
+                            const CollArgs& acc, const char* src = nullptr,
+                            char* mineOut = nullptr);
 
 // Recursive-doubling all-gather over arbitrary per-rank ranges: buf holds
 // this rank's range [bounds[r], bounds[r+1]); on return it holds all of

@@ -9,7 +9,7 @@
 // Cost, n = m*H ranks, N = n*count bytes of input: within a host log2(m)
 // steps, about (m-1)/m * N sent and received; across hosts log2(H) steps,
 // about (H-1)/H * N/m (+2 steps each where not a power of two); scratch N
-// and one local copy of N. Deadlock-free with any slot count.
+// and one local copy of N (the reordering). Deadlock-free with any slot count.
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -49,18 +49,19 @@ Status hierReduceScatter(CollContext& ctx, const CollArgs& a) {
   std::vector<size_t> bounds(m + 1);
   for (int q = 0; q <= m; ++q) bounds[q] = a.count * nh * q;
   algo::SubContext host(ctx, layout.hosts[layout.myHost]);
-  WEFT_RETURN_IF_ERROR(
-      algo::halvingReduceScatter(host, progress, scratch.data(), bounds.data(), acc));
-  char* slice = scratch.data() + li * nh * bb;
+  // The last reduce-scatter writes this rank's block straight into out: the
+  // input was all read into scratch above, so in place is safe too.
+  WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(host, progress, scratch.data(), bounds.data(),
+                                                  acc, nullptr, nh > 1 ? nullptr : out));
   if (nh > 1) {
+    char* slice = scratch.data() + li * nh * bb;
     bounds.resize(nh + 1);
     for (int h = 0; h <= nh; ++h) bounds[h] = a.count * h;
     algo::SubContext across(ctx, layout.slice(li));
-    WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(across, progress, slice, bounds.data(), acc));
+    WEFT_RETURN_IF_ERROR(
+        algo::halvingReduceScatter(across, progress, slice, bounds.data(), acc, nullptr, out));
   }
-  char* mine = slice + layout.myHost * bb;
-  finish(mine, a.count, a, n);
-  kernels::copy(out, mine, bb);
+  finish(out, a.count, a, n);
   return Status::ok();
 }
 

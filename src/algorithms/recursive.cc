@@ -8,7 +8,7 @@
 namespace weft::algo {
 
 Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
-                            const CollArgs& acc, const char* src) {
+                            const CollArgs& acc, const char* src, char* mineOut) {
   const int n = ctx.nranks();
   const int r = ctx.rank();
   const size_t es = dtypeSize(acc.dtype);
@@ -19,24 +19,39 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
   // that writes buf (the fold, or the first halving), buf from then on; the
   // ranges read later lie within what that step wrote.
   const char* cur = src != nullptr ? src : buf;
-  auto combineInto = [&](size_t base) {
-    return [&, base](size_t off, const void* data, size_t bytes) {
-      combine(buf + base + off, cur + base + off, data, bytes / es, acc);
+  // This rank's own range is final only after the last step, which writes it
+  // to mineOut; every earlier step keeps its partial sums in buf.
+  const size_t mineFrom = bounds[r] * es, mineTo = bounds[r + 1] * es;
+  if (mineOut == nullptr) mineOut = buf + mineFrom;
+  auto combineInto = [&](size_t base, bool last = false) {
+    return [&, base, last](size_t off, const void* data, size_t bytes) {
+      const size_t from = base + off, to = from + bytes;
+      auto piece = [&](size_t lo, size_t hi, char* dst) {
+        if (lo < hi) {
+          combine(dst, cur + lo, static_cast<const char*>(data) + (lo - from), (hi - lo) / es, acc);
+        }
+      };
+      if (!last) {
+        piece(from, to, buf + from);
+        return;
+      }
+      // The last step's range is this rank's own, preceded by its extra's.
+      piece(from, std::min(to, mineFrom), buf + from);
+      const size_t ownLo = std::max(from, mineFrom), ownHi = std::min(to, mineTo);
+      piece(ownLo, ownHi, mineOut + (ownLo - mineFrom));
+      piece(std::max(from, mineTo), to, buf + std::max(from, mineTo));
     };
   };
   auto noRecv = [](size_t, const void*, size_t) {};
-  auto copyInto = [&](size_t base) {
-    return [&, base](size_t off, const void* data, size_t bytes) {
-      kernels::copyCached(buf + base + off, data, bytes);
-    };
-  };
 
   if (f.extra()) {
     const int partner = f.partnerOfExtra();
     WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, partner, cur, total, -1, 0, false, noRecv));
-    const size_t mine = bounds[r] * es;
-    return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, bounds[r + 1] * es - mine, false,
-                    copyInto(mine));
+    auto copyMine = [&](size_t off, const void* data, size_t bytes) {
+      if (mineOut + off != data) kernels::copyCached(mineOut + off, data, bytes);
+    };
+    return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, mineTo - mineFrom, false,
+                    copyMine, mineOut);
   }
   if (const int e = f.extraOf(); e >= 0) {
     WEFT_RETURN_IF_ERROR(
@@ -55,15 +70,17 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
     const bool keepLow = (i & mask) == 0;
     const int sendLo = keepLow ? mid : lo, sendHi = keepLow ? hi : mid;
     const int keepLo = keepLow ? lo : mid, keepHi = keepLow ? mid : hi;
-    WEFT_RETURN_IF_ERROR(
-        exchange(ctx, progress, chunk, peer, cur + start(sendLo), start(sendHi) - start(sendLo),
-                 peer, start(keepHi) - start(keepLo), false, combineInto(start(keepLo))));
+    WEFT_RETURN_IF_ERROR(exchange(
+        ctx, progress, chunk, peer, cur + start(sendLo), start(sendHi) - start(sendLo), peer,
+        start(keepHi) - start(keepLo), false, combineInto(start(keepLo), mask == 1)));
     cur = buf;
     lo = keepLo;
     hi = keepHi;
   }
   // No step (one rank): the input is the result.
-  if (cur != buf) kernels::copyCached(buf + start(i), cur + start(i), start(i + 1) - start(i));
+  if (f.p2 == 1 && mineOut != cur + mineFrom) {
+    kernels::copyCached(mineOut, cur + mineFrom, mineTo - mineFrom);
+  }
 
   if (const int e = f.extraOf(); e >= 0) {
     const size_t from = bounds[e] * es;

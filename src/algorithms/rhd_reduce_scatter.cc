@@ -2,8 +2,10 @@
 // half of its current range that its partner keeps and folds in the half it
 // keeps (algorithms/recursive.cc). A non-power-of-two rank count folds each
 // extra rank into a partner first; the partner reduces the extra's block too
-// and sends it over at the end. Works on a scratch copy of the input, so in
-// place (recv == send + r*count) needs nothing special.
+// and sends it over at the end. Partial sums live in a scratch buffer; the
+// last step reduces this rank's block straight into recv, so there is no copy
+// at the end. In place (recv == send + r*count), only that last step writes
+// the block, after every read of the rest of the input.
 //
 // Cost, n ranks, N = n*count bytes in all, p2 = 2^floor(log2 n): log2(p2)
 // steps (+2 when n is not a power of two); each active rank sends, receives
@@ -19,7 +21,6 @@ namespace weft {
 
 Status rhdReduceScatter(CollContext& ctx, const CollArgs& a) {
   const int n = ctx.nranks();
-  const int r = ctx.rank();
   const size_t es = dtypeSize(a.dtype);
   char* out = static_cast<char*>(a.recv);
   if (n == 1 || a.count == 0) {
@@ -40,10 +41,8 @@ Status rhdReduceScatter(CollContext& ctx, const CollArgs& a) {
   }
   Progress progress(ctx.health());
   WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(ctx, progress, scratch.data(), bounds.data(),
-                                                  algo::accumulating(a), in));
-  char* mine = scratch.data() + bounds[r] * es;
-  finish(mine, a.count, a, n);
-  kernels::copy(out, mine, a.count * es);
+                                                  algo::accumulating(a), in, out));
+  finish(out, a.count, a, n);
   return Status::ok();
 }
 
