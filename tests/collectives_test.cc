@@ -442,6 +442,29 @@ TEST(TcpSlots, CountsThatDifferBetweenRanksStillGiveOneRingOrder) {
       opts);
 }
 
+// Online tuning (online.h) runs the first calls of each size with different
+// algorithms in turn, ends with an all-gather of the ranks' times, and then
+// keeps one: twelve rounds of the same sizes see every phase, each call
+// checked against the reference, in and out of place.
+TEST_P(Collectives, OnlineTuningKeepsEveryCallRight) {
+  runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {
+    RedOps ops(comm);
+    uint64_t salt = 0;
+    for (int round = 0; round < 12; ++round) {
+      for (CaseFn fn :
+           {allReduceCase, reduceScatterCase, allGatherCase, broadcastCase, allToAllCase}) {
+        for (size_t count : {size_t{7}, size_t{70001}}) {
+          Case c{comm,           rank,         n,
+                 weftFloat32,    OpKind::kSum, ops.get(weftFloat32, OpKind::kSum),
+                 round % 2 == 1, count,        round % std::max(n, 1),
+                 ++salt};
+          fn(c);
+        }
+      }
+    }
+  });
+}
+
 // A PreMulSum op with a device-resident scalar reads it on every use.
 TEST_P(Collectives, PreMulSumDeviceScalarIsReadEachTime) {
   runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {

@@ -724,6 +724,10 @@ const Restrictions& envRestrictions() {
   return *r;
 }
 
+uint64_t restrictionsGeneration() {
+  return gGeneration.load(std::memory_order_relaxed);
+}
+
 void resetAlgorithmSelectionForTesting() {
   delete gRestrictions.exchange(nullptr, std::memory_order_acq_rel);
   gGeneration.fetch_add(1, std::memory_order_relaxed);
@@ -764,43 +768,94 @@ struct Candidate {
   double us = kInf;
   size_t chunk = 0;
   bool modelled = false;
+  bool allowed = false;      // by WEFT_ALGO and WEFT_PROTO
+  bool policy = false;       // taken by default here (Entry's flags)
+  bool worthTrying = false;  // runs, and is worth measuring (trialChoices)
 };
+
+// Everything the choice needs to know of one call.
+struct Call {
+  CollKind kind;
+  size_t bytes;
+  const TunerShape& shape;
+  const TunerParams& params;
+  const Restrictions& restrictions;
+  uint8_t protoAllowed;
+  bool singleCopyPays;
+};
+
+Call callFor(CollKind kind, size_t bytes, const TunerShape& shape, const TunerParams& params,
+             const Restrictions& restrictions) {
+  const int k = static_cast<int>(kind);
+  return Call{kind,
+              bytes,
+              shape,
+              params,
+              restrictions,
+              restrictions.protoRestricted[k] ? restrictions.proto[k] : uint8_t{3},
+              shape.canPublish && shape.nranks > 1 && bytes > 0 &&
+                  perPeerBytes(kind, bytes) >= shape.directMinBytes};
+}
+
+// Table entry i for this call; index -1 where it cannot run correctly here.
+Candidate evaluate(const Call& call, std::span<const Algorithm> table, size_t i) {
+  const Algorithm& a = table[i];
+  const int k = static_cast<int>(call.kind);
+  const Entry* e = findFormula(call.kind, a.name);
+  const uint8_t protos = e ? e->protos : kProtoSimple;
+  const bool singleCopyRuns = call.shape.canPublish || call.shape.nranks == 1;
+  // WEFT_TUNER_SCHED_US=0 turns the oversubscribed model off altogether.
+  const bool oversub = oversubscribed(call.shape) && call.params.schedUs > 0;
+  Candidate c;
+  // Hard limits: what cannot run correctly here.
+  if (protos == kProtoCma && !singleCopyRuns) return c;
+  const std::optional<Cost> cost =
+      predictCost(call.kind, a.name, call.bytes, call.shape, call.params);
+  if (cost && !std::isfinite(cost->us)) return c;  // e.g. direct allreduce over one slot
+  c.index = static_cast<int>(i);
+  c.modelled = cost.has_value();
+  c.us = cost ? cost->us : kInf;
+  c.chunk = cost ? cost->chunkBytes : call.shape.slotBytes;
+  c.allowed = (!call.restrictions.algoRestricted[k] || ((call.restrictions.algo[k] >> i) & 1)) &&
+              (protos & call.protoAllowed) != 0;
+  const bool sensible =
+      e != nullptr && usefulHere(*e, call.shape) && (protos != kProtoCma || call.singleCopyPays);
+  c.policy = sensible &&
+             (e->byDefault || (e->oversub && oversub) || (e->acrossHosts && call.shape.nhosts > 1));
+  c.worthTrying = sensible && c.allowed && c.modelled;
+  return c;
+}
+
+Choice choiceOf(const Call& call, std::span<const Algorithm> table, const Candidate& pick) {
+  Choice out;
+  const Algorithm& a = table[pick.index];
+  out.alg = &a;
+  out.chunkBytes = std::min(pick.chunk ? pick.chunk : call.shape.slotBytes, call.shape.slotBytes);
+  out.predictedUs = pick.modelled ? pick.us : std::numeric_limits<double>::quiet_NaN();
+  const uint8_t protos = algorithmProtos(call.kind, a.name);
+  out.singleCopy = (call.protoAllowed & kProtoCma) != 0;
+  if (protos == kProtoCma) {
+    out.proto = Proto::Cma;
+  } else if (protos == (kProtoSimple | kProtoCma)) {
+    out.proto = out.singleCopy && call.singleCopyPays ? Proto::Cma : Proto::Simple;
+  } else {
+    out.proto = Proto::Simple;
+  }
+  return out;
+}
 
 }  // namespace
 
 Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const TunerParams& params,
                  std::span<const Algorithm> table, const Restrictions& restrictions) {
-  const int k = static_cast<int>(kind);
-  const uint8_t protoAllowed = restrictions.protoRestricted[k] ? restrictions.proto[k] : 3;
-  const bool singleCopyRuns = shape.canPublish || shape.nranks == 1;
-  // WEFT_TUNER_SCHED_US=0 turns the oversubscribed model off altogether.
-  const bool oversub = oversubscribed(shape) && params.schedUs > 0;
-  const bool singleCopyPays = shape.canPublish && shape.nranks > 1 && bytes > 0 &&
-                              perPeerBytes(kind, bytes) >= shape.directMinBytes;
-
+  const Call call = callFor(kind, bytes, shape, params, restrictions);
   // Tiers, best first: allowed by both variables and by default policy;
   // allowed; then (nothing allowed can run) what the defaults would take.
   Candidate best[3];
   for (size_t i = 0; i < table.size() && i < 64; ++i) {
-    const Algorithm& a = table[i];
-    if (a.kind != kind) continue;
-    const Entry* e = findFormula(kind, a.name);
-    const uint8_t protos = e ? e->protos : kProtoSimple;
-    // Hard limits: what cannot run correctly here.
-    if (protos == kProtoCma && !singleCopyRuns) continue;
-    const std::optional<Cost> cost = predictCost(kind, a.name, bytes, shape, params);
-    if (cost && !std::isfinite(cost->us)) continue;  // e.g. direct allreduce over one slot
-    const bool allowed = (!restrictions.algoRestricted[k] || ((restrictions.algo[k] >> i) & 1)) &&
-                         (protos & protoAllowed) != 0;
-    const bool policy =
-        e != nullptr &&
-        (e->byDefault || (e->oversub && oversub) || (e->acrossHosts && shape.nhosts > 1)) &&
-        usefulHere(*e, shape) && (protos != kProtoCma || singleCopyPays);
-    Candidate c;
-    c.index = static_cast<int>(i);
-    c.modelled = cost.has_value();
-    c.us = cost ? cost->us : kInf;
-    c.chunk = cost ? cost->chunkBytes : shape.slotBytes;
+    if (table[i].kind != kind) continue;
+    const Candidate c = evaluate(call, table, i);
+    if (c.index < 0) continue;
     auto consider = [&](Candidate& slot) {
       // Modelled beats unmodelled; then cheaper; ties keep table order. A
       // tie is within rounding: at 2 ranks rhd's formula is the ring's
@@ -810,9 +865,9 @@ Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const Tun
           (c.modelled == slot.modelled && c.us < slot.us * (1.0 - 1e-9)))
         slot = c;
     };
-    if (allowed && policy) consider(best[0]);
-    if (allowed) consider(best[1]);
-    if (policy) consider(best[2]);
+    if (c.allowed && c.policy) consider(best[0]);
+    if (c.allowed) consider(best[1]);
+    if (c.policy) consider(best[2]);
   }
   const Candidate* pick = nullptr;
   for (const Candidate& c : best) {
@@ -821,10 +876,10 @@ Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const Tun
       break;
     }
   }
-  Choice out;
   if (!pick) {
     // Nothing of this kind can run here (cannot happen with the built-in
     // table): the first entry of the kind.
+    Choice out;
     for (const Algorithm& a : table) {
       if (a.kind == kind) {
         out.alg = &a;
@@ -835,19 +890,32 @@ Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const Tun
     out.chunkBytes = shape.slotBytes;
     return out;
   }
+  Choice out = choiceOf(call, table, *pick);
   out.fellBack = pick == &best[2] && best[1].index < 0;
-  const Algorithm& a = table[pick->index];
-  out.alg = &a;
-  out.chunkBytes = std::min(pick->chunk ? pick->chunk : shape.slotBytes, shape.slotBytes);
-  out.predictedUs = pick->modelled ? pick->us : std::numeric_limits<double>::quiet_NaN();
-  const uint8_t protos = algorithmProtos(kind, a.name);
-  out.singleCopy = (protoAllowed & kProtoCma) != 0;
-  if (protos == kProtoCma) {
-    out.proto = Proto::Cma;
-  } else if (protos == (kProtoSimple | kProtoCma)) {
-    out.proto = out.singleCopy && singleCopyPays ? Proto::Cma : Proto::Simple;
-  } else {
-    out.proto = Proto::Simple;
+  return out;
+}
+
+std::vector<Choice> trialChoices(CollKind kind, size_t bytes, const TunerShape& shape,
+                                 const TunerParams& params, std::span<const Algorithm> table,
+                                 const Restrictions& restrictions, double spread, int most) {
+  const Choice first = chooseFor(kind, bytes, shape, params, table, restrictions);
+  std::vector<Choice> out{first};
+  if (first.fellBack || shape.nranks < 2) return out;
+  const Call call = callFor(kind, bytes, shape, params, restrictions);
+  std::vector<Candidate> others;
+  double cheapest = std::isfinite(first.predictedUs) ? first.predictedUs : kInf;
+  for (size_t i = 0; i < table.size() && i < 64; ++i) {
+    if (table[i].kind != kind || &table[i] == first.alg) continue;
+    const Candidate c = evaluate(call, table, i);
+    if (c.index < 0 || !c.worthTrying) continue;
+    others.push_back(c);
+    cheapest = std::min(cheapest, c.us);
+  }
+  std::stable_sort(others.begin(), others.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.us < b.us; });
+  for (const Candidate& c : others) {
+    if (static_cast<int>(out.size()) >= most || c.us > spread * cheapest) break;
+    out.push_back(choiceOf(call, table, c));
   }
   return out;
 }

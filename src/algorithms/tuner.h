@@ -153,6 +153,8 @@ Restrictions parseRestrictions(std::string_view algoSpec, std::string_view proto
 // From the environment, parsed once (resetAlgorithmSelectionForTesting()
 // forgets it).
 const Restrictions& envRestrictions();
+// Changes whenever envRestrictions() is re-read.
+uint64_t restrictionsGeneration();
 
 struct Choice {
   const Algorithm* alg = nullptr;
@@ -166,6 +168,15 @@ struct Choice {
 // runnable algorithm allowed; if none is allowed, the cheapest runnable one.
 Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const TunerParams& params,
                  std::span<const Algorithm> table, const Restrictions& restrictions);
+// The algorithms worth timing for this call (online.h): the model's choice
+// (chooseFor) first, then the others that run here, are allowed and are
+// modelled, whatever their default policy (Entry's flags stand in for
+// measurement, which replaces them), cheapest predicted first, those within
+// `spread` times the cheapest prediction, at most `most` in all.
+// Hierarchical algorithms only across hosts, single copy only where it pays.
+std::vector<Choice> trialChoices(CollKind kind, size_t bytes, const TunerShape& shape,
+                                 const TunerParams& params, std::span<const Algorithm> table,
+                                 const Restrictions& restrictions, double spread, int most);
 
 // A communicator's tuner: its shape and agreed parameters.
 class Tuner {

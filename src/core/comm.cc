@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <unordered_set>
@@ -63,7 +64,8 @@ Status runColl(weftComm* comm, CollCall& call, const std::atomic<int64_t>* deadl
     if (!st.isOk()) comm->flight->finish(call.flightSeq, false, st);
     WEFT_RETURN_IF_ERROR(st);
   }
-  const Choice choice = chooseAlgorithm(args, comm->context);
+  const Choice choice = comm->online ? comm->online->choose(args, comm->context)
+                                     : chooseAlgorithm(args, comm->context);
   const Algorithm& alg = *choice.alg;
   args.chunkBytes = choice.chunkBytes;
   args.singleCopy = choice.singleCopy;
@@ -75,9 +77,14 @@ Status runColl(weftComm* comm, CollCall& call, const std::atomic<int64_t>* deadl
   bool mismatch = false;
   Status st =
       comm->checkCalls ? checkCallMatches(comm, call, comm->collSeq, &mismatch) : Status::ok();
+  const auto start = std::chrono::steady_clock::now();
   if (st.isOk()) st = alg.run(comm->context, args);
   comm->transport->endCollective();
   if (st.isOk()) st = comm->transport->flush([comm] { return comm->health.check(); });
+  if (st.isOk() && comm->online) {
+    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+    st = comm->online->ran(comm->context, took.count());
+  }
   // A mismatch found by WEFT_CHECK is seen alike by every rank before any
   // data moved: the communicator stays usable.
   if (!st.isOk() && !mismatch) commFail(comm, st);
@@ -156,6 +163,7 @@ Status initTuner(weftComm* comm) {
   // Nothing of the calibration may stay in TCP staging slots.
   WEFT_RETURN_IF_ERROR(comm->transport->flush([comm] { return comm->health.check(); }));
   comm->tuner = std::make_unique<Tuner>(shape, params);
+  comm->online = OnlineTuner::fromEnv();
   return Status::ok();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algorithms/coll.h"
+#include "algorithms/online.h"
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "core/engine.h"
@@ -95,6 +96,7 @@ struct weftComm {
   std::unique_ptr<weft::Bootstrap> bootstrap;
   std::unique_ptr<weft::Transports> transport;  // per-peer shm or tcp channels
   std::unique_ptr<weft::Tuner> tuner;           // set once the channels exist
+  std::unique_ptr<weft::OnlineTuner> online;    // null: WEFT_TUNER_ONLINE=0
   // More ranks on some host than its CPUs (set with the tuner; CommHealth).
   std::atomic<bool> oversubscribed{false};
   weft::CommHealth health{*this};

@@ -1,0 +1,72 @@
+// Online tuning: the model (tuner.h) ranks the algorithms, measurement picks
+// among the best of them. For each (collective, dtype, bytes) a communicator
+// runs, its first calls take the model's choice and up to two runners-up in
+// turn; once each has run `rounds` times (the first untimed: it pays the
+// page faults of new scratch), the ranks pool their best times in one small
+// all-gather and every later call of that key runs the fastest on average
+// over the ranks. Every rank sees the same calls in the same order, so every
+// rank reaches the same decision at the same call.
+//
+// Why: the model's constants come from a calibration of the links, but which
+// algorithm wins also depends on what it does not see (the cache, how a
+// hypervisor schedules oversubscribed ranks). Fitted on one 2-CPU VM, its
+// picks on another (Intel, 260 MiB L3) lost by up to 1.66x (4 ranks, all-to-
+// all at 8 MiB: direct 2523 us, the model's pairwise 4183).
+//
+// Cost: up to rounds x 3 calls per key run a candidate that may be slower,
+// and one all-gather of a few doubles ends them. A key is (kind, dtype,
+// bytes), at most kMaxKeys per communicator (then the model decides alone).
+// Floating-point sums can differ in their last bits between the calls that
+// try different algorithms; WEFT_TUNER_ONLINE=0 keeps the model's choice.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/coll.h"
+#include "algorithms/tuner.h"
+
+namespace weft {
+
+class OnlineTuner {
+ public:
+  static constexpr size_t kMaxKeys = 512;
+  // rounds >= 2 (one untimed, then timed ones); candidates within `spread`
+  // times the model's cheapest prediction, at most `most`.
+  OnlineTuner(int rounds, double spread, int most);
+  // From WEFT_TUNER_ONLINE (0: off, nullptr) and WEFT_TUNER_ONLINE_ROUNDS.
+  static std::unique_ptr<OnlineTuner> fromEnv();
+
+  // The choice for this call.
+  Choice choose(const CollArgs& args, CollContext& ctx);
+  // This rank's time for the call that choose() answered last, once it ran
+  // without error. After a key's last trial it runs the agreement, an
+  // all-gather over ctx: every rank must call it for the same calls.
+  Status ran(CollContext& ctx, double us);
+
+ private:
+  // (kind, dtype, bytes). Not whether the call is in place: that may differ
+  // from rank to rank (a reduce is in place at its root only).
+  using Key = std::tuple<int, int, size_t>;
+  struct Trials {
+    std::vector<Choice> candidates;
+    std::vector<double> best;  // this rank's fastest timed run of each
+    int calls = 0;
+    int decided = -1;
+  };
+  Status agree(CollContext& ctx, const Key& key, Trials& t);
+
+  int rounds_;
+  double spread_;
+  int most_;
+  uint64_t generation_ = 0;
+  std::map<Key, Trials> keys_;
+  // The call choose() answered last, while it is a trial.
+  Trials* timing_ = nullptr;
+  Key timingKey_;
+};
+
+}  // namespace weft
