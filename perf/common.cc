@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -291,6 +292,12 @@ struct Options {
   double stepFactor = 1;
   int iters = 20;
   int warmup = 5;
+  // Untimed calls at every size before its timed ones (a weft extension):
+  // online tuning (src/algorithms/online.h) spends up to 9 calls of a new
+  // size trying algorithms, which nccl-tests' warm-up, at the largest and
+  // smallest size only, leaves in the timed loop. -1: 10 unless
+  // WEFT_TUNER_ONLINE=0, then 0.
+  int sizeWarmup = -1;
   int agg = 1;
   int check = 1;
   int average = 1;
@@ -365,6 +372,8 @@ void usage(const char* prog) {
       "\t[-n,--iters <iteration count>]\n"
       "\t[-m,--agg_iters <aggregated iteration count>]\n"
       "\t[-w,--warmup_iters <warmup iteration count>]\n"
+      "\t[-W,--size_warmup <untimed calls at every size; default 10, 0 with "
+      "WEFT_TUNER_ONLINE=0>]\n"
       "\t[-c,--check <0/1>]\n"
       "\t[-o,--op <sum/prod/min/max/avg/premulsum/all>]\n"
       "\t[-d,--datatype <int8/uint8/int32/uint32/int64/uint64/half/float/double/bfloat16/"
@@ -398,12 +407,13 @@ int parseArgs(int argc, char** argv, Options* o) {
                                     {"report_cputime", required_argument, nullptr, 'C'},
                                     {"output_file", required_argument, nullptr, 'J'},
                                     {"compress", required_argument, nullptr, 'Z'},
+                                    {"size_warmup", required_argument, nullptr, 'W'},
                                     {"nthreads", required_argument, nullptr, 't'},
                                     {"ngpus", required_argument, nullptr, 'g'},
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:m:w:c:o:d:r:z:a:C:J:Z:t:g:h", longOpts,
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:m:w:W:c:o:d:r:z:a:C:J:Z:t:g:h", longOpts,
                           nullptr)) != -1) {
     bool ok = true;
     int v = 0;
@@ -431,6 +441,9 @@ int parseArgs(int argc, char** argv, Options* o) {
         break;
       case 'w':
         ok = parseInt(optarg, &o->warmup) && o->warmup >= 0;
+        break;
+      case 'W':
+        ok = parseInt(optarg, &o->sizeWarmup) && o->sizeWarmup >= 0;
         break;
       case 'c':
         ok = parseInt(optarg, &o->check);
@@ -513,6 +526,10 @@ int parseArgs(int argc, char** argv, Options* o) {
   if (o->stepFactor <= 1 && o->stepBytes == 0 && o->maxBytes > o->minBytes) {
     std::fprintf(stderr, "weft-tests: -i 0 with -f 1 never reaches maxbytes\n");
     return -1;
+  }
+  if (o->sizeWarmup < 0) {
+    const char* online = std::getenv("WEFT_TUNER_ONLINE");
+    o->sizeWarmup = online != nullptr && std::string(online) == "0" ? 0 : 10;
   }
   return 0;
 }
@@ -910,6 +927,10 @@ void Bench::timeTest(int t, int op, int root) {
       issue(t, redop_, root, false);
       if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
     }
+    // Online tuning's trials of this size, out of the timed loop.
+    for (int w = 0; w < opt_.sizeWarmup; ++w) issue(t, redop_, root, false);
+    if (opt_.sizeWarmup > 0 && !opt_.blocking)
+      check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
     Row row;
     row.bytes = std::max(counts_.send, counts_.recv) * ti.size;
     row.count = counts_.param;

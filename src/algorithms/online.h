@@ -3,9 +3,9 @@
 // runs, its first calls take the model's choice and up to two runners-up in
 // turn; once each has run `rounds` times (the first untimed: it pays the
 // page faults of new scratch), the ranks pool their best times in one small
-// all-gather and every later call of that key runs the fastest on average
-// over the ranks. Every rank sees the same calls in the same order, so every
-// rank reaches the same decision at the same call.
+// all-gather and every later call of that key runs the candidate whose
+// slowest rank was fastest (the model's choice unless beaten by 10%). Every rank sees the same
+// calls in the same order, so every rank reaches the same decision at the same call.
 //
 // Why: the model's constants come from a calibration of the links, but which
 // algorithm wins also depends on what it does not see (the cache, how a
@@ -34,6 +34,9 @@ namespace weft {
 class OnlineTuner {
  public:
   static constexpr size_t kMaxKeys = 512;
+  // Another candidate replaces the model's choice only below this fraction
+  // of its time.
+  static constexpr double kMargin = 0.9;
   // rounds >= 2 (one untimed, then timed ones); candidates within `spread`
   // times the model's cheapest prediction, at most `most`.
   OnlineTuner(int rounds, double spread, int most);
