@@ -1,6 +1,7 @@
 #include "algorithms/online.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <string>
 
@@ -10,6 +11,18 @@
 #include "base/log.h"
 
 namespace weft {
+namespace {
+
+int algorithmsOf(CollKind kind) {
+  static const auto counts = [] {
+    std::array<int, 16> c{};
+    for (const Algorithm& a : allAlgorithms()) ++c[static_cast<size_t>(a.kind) % c.size()];
+    return c;
+  }();
+  return counts[static_cast<size_t>(kind) % counts.size()];
+}
+
+}  // namespace
 
 OnlineTuner::OnlineTuner(int rounds, double spread, int most)
     : rounds_(std::max(rounds, 2)), spread_(spread), most_(std::max(most, 1)) {}
@@ -33,6 +46,9 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
   const Tuner* tuner = ctx.tuner();
   if (tuner == nullptr || ctx.nranks() < 2) return chooseAlgorithm(args, ctx);
   const size_t bytes = args.count * dtypeSize(args.dtype);
+  // Kinds with one algorithm (send, receive, gather, scatter, all-to-all-v)
+  // take no key: their counts may differ from rank to rank and call to call.
+  if (algorithmsOf(args.kind) < 2) return tuner->choose(args.kind, bytes);
   if (const uint64_t gen = restrictionsGeneration(); gen != generation_) {
     keys_.clear();  // WEFT_ALGO or WEFT_PROTO was read again
     generation_ = gen;

@@ -4,8 +4,9 @@
 // turn; once each has run `rounds` times (the first untimed: it pays the
 // page faults of new scratch), the ranks pool their best times in one small
 // all-gather and every later call of that key runs the candidate whose
-// slowest rank was fastest (the model's choice unless beaten by 10%). Every rank sees the same
-// calls in the same order, so every rank reaches the same decision at the same call.
+// slowest rank was fastest (the model's choice unless beaten by 10%). Every
+// rank sees the same calls in the same order, so every rank reaches the same
+// decision at the same call.
 //
 // Why: the model's constants come from a calibration of the links, but which
 // algorithm wins also depends on what it does not see (the cache, how a
@@ -49,6 +50,8 @@ class OnlineTuner {
   // without error. After a key's last trial it runs the agreement, an
   // all-gather over ctx: every rank must call it for the same calls.
   Status ran(CollContext& ctx, double us);
+  // Whether the call choose() answered last is a trial (ran() wants its time).
+  bool timing() const { return timing_ != nullptr; }
 
  private:
   // (kind, dtype, bytes). Not whether the call is in place: that may differ
