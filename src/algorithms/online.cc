@@ -29,16 +29,16 @@ OnlineTuner::OnlineTuner(int rounds, double spread, int most)
 
 std::unique_ptr<OnlineTuner> OnlineTuner::fromEnv() {
   if (envInt("TUNER_ONLINE", 1) == 0) return nullptr;
-  const int64_t rounds = envInt("TUNER_ONLINE_ROUNDS", 3);
+  int64_t rounds = envInt("TUNER_ONLINE_ROUNDS", 3);
   if (rounds < 2 || rounds > 100) {
     WEFT_WARN(kLogTuning, "WEFT_TUNER_ONLINE_ROUNDS=%lld is outside 2..100; using 3",
               static_cast<long long>(rounds));
+    rounds = 3;
   }
   // The model's predictions missed by up to 3x (all-gather at 512 KiB,
   // 4 ranks on 2 CPUs: direct predicted 2.1x the ring, measured 0.65x), so
   // candidates come from within 3x of its cheapest.
-  return std::make_unique<OnlineTuner>(rounds < 2 || rounds > 100 ? 3 : static_cast<int>(rounds),
-                                       3.0, 3);
+  return std::make_unique<OnlineTuner>(static_cast<int>(rounds), 3.0, 3);
 }
 
 Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
@@ -76,20 +76,20 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
   }
   Trials& t = it->second;
   if (t.decided >= 0) return t.candidates[t.decided];
-  timing_ = &t;
-  timingKey_ = key;
+  timing_ = &*it;
   return t.candidates[t.calls % t.candidates.size()];
 }
 
 Status OnlineTuner::ran(CollContext& ctx, double us) {
-  Trials* t = timing_;
+  if (timing_ == nullptr) return Status::ok();
+  const Key& key = timing_->first;
+  Trials* t = &timing_->second;
   timing_ = nullptr;
-  if (t == nullptr) return Status::ok();
   const int n = static_cast<int>(t->candidates.size());
   const int candidate = t->calls % n;
   if (t->calls >= n) t->best[candidate] = std::min(t->best[candidate], us);
   if (++t->calls < rounds_ * n) return Status::ok();
-  return agree(ctx, timingKey_, *t);
+  return agree(ctx, key, *t);
 }
 
 Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {

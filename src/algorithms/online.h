@@ -70,9 +70,8 @@ class OnlineTuner {
   int most_;
   uint64_t generation_ = 0;
   std::map<Key, Trials> keys_;
-  // The call choose() answered last, while it is a trial.
-  Trials* timing_ = nullptr;
-  Key timingKey_;
+  // The key of the call choose() answered last, while it is a trial.
+  std::map<Key, Trials>::value_type* timing_ = nullptr;
 };
 
 }  // namespace weft
