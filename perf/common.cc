@@ -568,6 +568,14 @@ class Bench {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
   }
   void barrier();
+  bool tuningPending() {
+    int pending = 0;
+    check(weftCommTuningPending(comm_, &pending), "weftCommTuningPending");
+    return pending != 0;
+  }
+  // Above what online tuning can take for one size: 3 candidates x at most
+  // 100 rounds (WEFT_TUNER_ONLINE_ROUNDS).
+  static constexpr int kMostTrialCalls = 400;
   double aggregateTime(double sec);
   long long sumAll(long long v);
   void printHeader(const char* prog);
@@ -927,10 +935,18 @@ void Bench::timeTest(int t, int op, int root) {
       issue(t, redop_, root, false);
       if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
     }
-    // Online tuning's trials of this size, out of the timed loop.
+    // Online tuning's trials of this size, out of the timed loop: -W calls,
+    // then more while the tuner still tries algorithms (every rank answers
+    // alike after the same calls). The bound only guards against a tuner
+    // that never decides.
     for (int w = 0; w < opt_.sizeWarmup; ++w) issue(t, redop_, root, false);
-    if (opt_.sizeWarmup > 0 && !opt_.blocking)
-      check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
+    if (opt_.sizeWarmup > 0) {
+      if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
+      for (int more = 0; more < kMostTrialCalls && tuningPending(); ++more) {
+        issue(t, redop_, root, false);
+        if (!opt_.blocking) check(weftStreamSynchronize(stream_), "weftStreamSynchronize");
+      }
+    }
     Row row;
     row.bytes = std::max(counts_.send, counts_.recv) * ti.size;
     row.count = counts_.param;

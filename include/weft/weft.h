@@ -149,6 +149,13 @@ weftResult_t weftCommDumpFlightRecord(weftComm_t comm, const char* dir);
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError);
 weftResult_t weftCommCount(const weftComm_t comm, int* count);
 weftResult_t weftCommUserRank(const weftComm_t comm, int* rank);
+/* Online tuning (WEFT_TUNER_ONLINE) times the first calls of each
+ * collective, type and size on comm with different algorithms. *pending is 1
+ * while another call like the last one comm ran would still be such a trial,
+ * 0 once that is decided or where online tuning is off. Ask after comm's
+ * calls have completed (weftStreamSynchronize). Every rank answers alike
+ * after the same calls, so a benchmark can make untimed calls until it is 0. */
+weftResult_t weftCommTuningPending(const weftComm_t comm, int* pending);
 
 /* Host streams. */
 weftResult_t weftStreamCreate(weftStream_t* stream);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -29,11 +30,11 @@ OnlineTuner::OnlineTuner(int rounds, double spread, int most)
 
 std::unique_ptr<OnlineTuner> OnlineTuner::fromEnv() {
   if (envInt("TUNER_ONLINE", 1) == 0) return nullptr;
-  int64_t rounds = envInt("TUNER_ONLINE_ROUNDS", 3);
+  int64_t rounds = envInt("TUNER_ONLINE_ROUNDS", 4);
   if (rounds < 2 || rounds > 100) {
-    WEFT_WARN(kLogTuning, "WEFT_TUNER_ONLINE_ROUNDS=%lld is outside 2..100; using 3",
+    WEFT_WARN(kLogTuning, "WEFT_TUNER_ONLINE_ROUNDS=%lld is outside 2..100; using 4",
               static_cast<long long>(rounds));
-    rounds = 3;
+    rounds = 4;
   }
   // The model's predictions missed by up to 3x (all-gather at 512 KiB,
   // 4 ranks on 2 CPUs: direct predicted 2.1x the ring, measured 0.65x), so
@@ -41,8 +42,16 @@ std::unique_ptr<OnlineTuner> OnlineTuner::fromEnv() {
   return std::make_unique<OnlineTuner>(static_cast<int>(rounds), 3.0, 3);
 }
 
+int OnlineTuner::roundsFor(double predictedUs) const {
+  if (!(predictedUs > 0)) return rounds_;
+  const double wanted = std::ceil(kBudgetUs / predictedUs) + 1;
+  return static_cast<int>(std::clamp(wanted, static_cast<double>(rounds_),
+                                     static_cast<double>(std::max(rounds_, kMostRounds))));
+}
+
 Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
   timing_ = nullptr;
+  pending_.store(false, std::memory_order_release);
   const Tuner* tuner = ctx.tuner();
   if (tuner == nullptr || ctx.nranks() < 2) return chooseAlgorithm(args, ctx);
   const size_t bytes = args.count * dtypeSize(args.dtype);
@@ -62,7 +71,8 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
     Trials t;
     t.candidates = trialChoices(args.kind, bytes, tuner->shape(), tuner->params(), allAlgorithms(),
                                 envRestrictions(), spread_, most_);
-    t.best.assign(t.candidates.size(), std::numeric_limits<double>::infinity());
+    t.best.assign(t.candidates.size(), 0.0);
+    t.rounds = roundsFor(t.candidates.front().predictedUs);
     if (t.candidates.size() == 1) {
       t.decided = 0;
     } else {
@@ -77,7 +87,8 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
   Trials& t = it->second;
   if (t.decided >= 0) return t.candidates[t.decided];
   timing_ = &*it;
-  return t.candidates[t.calls % t.candidates.size()];
+  pending_.store(true, std::memory_order_release);
+  return t.candidates[t.calls / t.rounds];
 }
 
 Status OnlineTuner::ran(CollContext& ctx, double us) {
@@ -86,9 +97,10 @@ Status OnlineTuner::ran(CollContext& ctx, double us) {
   Trials* t = &timing_->second;
   timing_ = nullptr;
   const int n = static_cast<int>(t->candidates.size());
-  const int candidate = t->calls % n;
-  if (t->calls >= n) t->best[candidate] = std::min(t->best[candidate], us);
-  if (++t->calls < rounds_ * n) return Status::ok();
+  const int candidate = t->calls / t->rounds;
+  if (t->calls % t->rounds != 0) t->best[candidate] += us / (t->rounds - 1);
+  if (++t->calls < t->rounds * n) return Status::ok();
+  pending_.store(false, std::memory_order_release);
   return agree(ctx, key, *t);
 }
 
@@ -125,9 +137,9 @@ Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
                   slowest[c]);
     times += one;
   }
-  WEFT_INFO(kLogTuning, "online: %s %zu bytes %s: %s (slowest rank, best of %d) -> %s%s",
+  WEFT_INFO(kLogTuning, "online: %s %zu bytes %s: %s (slowest rank, mean of %d) -> %s%s",
             collName(static_cast<CollKind>(std::get<0>(key))), std::get<2>(key),
-            dtypeName(static_cast<weftDataType_t>(std::get<1>(key))), times.c_str(), rounds_ - 1,
+            dtypeName(static_cast<weftDataType_t>(std::get<1>(key))), times.c_str(), t.rounds - 1,
             t.candidates[pick].alg->name, pick == 0 ? " (the model's choice)" : "");
   return Status::ok();
 }

@@ -21,6 +21,7 @@
 // try different algorithms; WEFT_TUNER_ONLINE=0 keeps the model's choice.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -38,6 +39,8 @@ class OnlineTuner {
   // Another candidate replaces the model's choice only below this fraction
   // of its time.
   static constexpr double kMargin = 0.9;
+  static constexpr double kBudgetUs = 4000;
+  static constexpr int kMostRounds = 16;
   // rounds >= 2 (one untimed, then timed ones); candidates within `spread`
   // times the model's cheapest prediction, at most `most`.
   OnlineTuner(int rounds, double spread, int most);
@@ -52,6 +55,9 @@ class OnlineTuner {
   Status ran(CollContext& ctx, double us);
   // Whether the call choose() answered last is a trial (ran() wants its time).
   bool timing() const { return timing_ != nullptr; }
+  // Whether another call like the last one would still be a trial. Read by
+  // other threads (weftCommTuningPending) once the calls have completed.
+  bool pending() const { return pending_.load(std::memory_order_acquire); }
 
  private:
   // (kind, dtype, bytes). Not whether the call is in place: that may differ
@@ -60,9 +66,11 @@ class OnlineTuner {
   struct Trials {
     std::vector<Choice> candidates;
     std::vector<double> best;  // this rank's fastest timed run of each
+    int rounds = 0;
     int calls = 0;
     int decided = -1;
   };
+  int roundsFor(double predictedUs) const;
   Status agree(CollContext& ctx, const Key& key, Trials& t);
 
   int rounds_;
@@ -72,6 +80,7 @@ class OnlineTuner {
   std::map<Key, Trials> keys_;
   // The key of the call choose() answered last, while it is a trial.
   std::map<Key, Trials>::value_type* timing_ = nullptr;
+  std::atomic<bool> pending_{false};
 };
 
 }  // namespace weft

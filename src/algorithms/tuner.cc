@@ -822,13 +822,7 @@ Candidate evaluate(const Call& call, std::span<const Algorithm> table, size_t i)
       e != nullptr && usefulHere(*e, call.shape) && (protos != kProtoCma || call.singleCopyPays);
   c.policy = sensible &&
              (e->byDefault || (e->oversub && oversub) || (e->acrossHosts && call.shape.nhosts > 1));
-  // Rooted collectives try only what their policy takes: a trial times one
-  // call, and in a loop the chain's calls overlap (the root starts the next
-  // while the tail still receives), which one call cannot show. The trials
-  // preferred binomial broadcast at 8 MiB, 4 ranks on 2 CPUs, which took
-  // 4715 us in a loop against the chain's 3160.
-  const bool rooted = call.kind == CollKind::Broadcast || call.kind == CollKind::Reduce;
-  c.worthTrying = sensible && c.allowed && c.modelled && (!rooted || c.policy);
+  c.worthTrying = sensible && c.allowed && c.modelled;
   return c;
 }
 

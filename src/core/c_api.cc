@@ -281,6 +281,15 @@ weftResult_t weftCommUserRank(const weftComm_t comm, int* rank) {
   });
 }
 
+weftResult_t weftCommTuningPending(const weftComm_t comm, int* pending) {
+  return guarded([&]() -> Status {
+    if (pending == nullptr) return Status(weftInvalidArgument, "pending is NULL");
+    WEFT_RETURN_IF_ERROR(checkComm(comm));
+    *pending = comm->online && comm->online->pending() ? 1 : 0;
+    return Status::ok();
+  });
+}
+
 weftResult_t weftStreamCreate(weftStream_t* stream) {
   return guarded([&]() -> Status {
     if (stream == nullptr) return Status(weftInvalidArgument, "stream is NULL");
