@@ -1865,9 +1865,10 @@ TEST(AlgorithmsTest, DoubleTreeLayout) {
 }
 
 // ---------------------------------------------------------------------------
-// Online tuning (online.h): the model's choice and its runners-up run in
-// turn; then every rank keeps the one whose slowest rank was fastest,
-// counting each rank's best timed run and never the untimed first round.
+// Online tuning (online.h): the model's choice and its runners-up run one
+// after the other, each for its rounds; then every rank keeps the one whose
+// slowest rank's mean was fastest, never counting a candidate's untimed
+// first round.
 TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
   const int n = 4, rounds = 3;
   TunerShape shape;
@@ -1888,32 +1889,45 @@ TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
       trialChoices(close.kind, close.count * 4, shape, defaultTunerParams(), allAlgorithms(),
                    envRestrictions(), 1e9, 3);
   ASSERT_GE(closeCall.size(), 2u);
+  CollArgs cheap = a;
+  cheap.count = 100;
+  const size_t cheapCandidates =
+      trialChoices(cheap.kind, cheap.count * 4, shape, defaultTunerParams(), allAlgorithms(),
+                   envRestrictions(), 1e9, 3)
+          .size();
+  ASSERT_GE(cheapCandidates, 2u);
   const int m = static_cast<int>(candidates.size());
   const int target = m - 1;  // the model's least favourite
   const auto st = runWorld(n, kRoomy, [&](CollContext& base) -> Status {
     auto& ctx = static_cast<TestContext&>(base);
     ctx.useTuner(&tuner);
-    OnlineTuner online(rounds, 1e9, 3);
+    OnlineTuner online(rounds, 0, 1e9, 3);
     for (int call = 0; call < rounds * m; ++call) {
       const Choice c = online.choose(a, ctx);
-      const int k = call % m;
+      const int k = call / rounds, round = call % rounds;
       if (c.alg != candidates[k].alg)
         return makeError(weftInternalError, "call %d ran %s, not %s", call, c.alg->name,
                          candidates[k].alg->name);
-      // Untimed round: the middle candidate looks fastest by far. Timed
+      if (!online.pending()) return makeError(weftInternalError, "call %d is not pending", call);
+      // Untimed rounds: the middle candidate looks fastest by far. Timed
       // rounds: the model's choice takes 10 us on ranks 0-2 and 30 on
-      // rank 3 (mean 15, slowest 30); the target 20 everywhere, but 100 on
-      // rank 1 in the last timed round; the middle one 40.
-      double us = 40;
-      if (call < m) {
+      // rank 3 (mean over ranks 15, slowest 30); the target 20 everywhere
+      // (on rank 1 as 4 and 36); the middle one 5 everywhere but on rank 2,
+      // whose 5 and 75 make a mean of 40: fastest by its best calls or by
+      // its mean over ranks, slowest by the slowest rank's mean.
+      double us = 0;
+      if (round == 0) {
         us = k == 1 ? 0.001 : 1e6;
       } else if (k == 0) {
         us = ctx.rank() == 3 ? 30 : 10;
       } else if (k == target) {
-        us = ctx.rank() == 1 && call >= 2 * m ? 100 : 20;
+        us = ctx.rank() == 1 ? (round == 1 ? 4 : 36) : 20;
+      } else {
+        us = ctx.rank() == 2 && round == 2 ? 75 : 5;
       }
       WEFT_RETURN_IF_ERROR(online.ran(ctx, us));
     }
+    if (online.pending()) return makeError(weftInternalError, "still pending after agreeing");
     for (int again = 0; again < 3; ++again) {
       const Choice c = online.choose(a, ctx);
       if (c.alg != candidates[target].alg)
@@ -1926,12 +1940,27 @@ TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
     const int mb = static_cast<int>(closeCall.size());
     for (int call = 0; call < rounds * mb; ++call) {
       online.choose(close, ctx);
-      const int k = call % mb;
+      const int k = call / rounds;
       WEFT_RETURN_IF_ERROR(online.ran(ctx, k == 0 ? 20 : k == mb - 1 ? 19 : 40));
     }
     if (const Choice c = online.choose(close, ctx); c.alg != closeCall[0].alg)
       return makeError(weftInternalError, "5%% faster replaced the model's %s with %s",
                        closeCall[0].alg->name, c.alg->name);
+    // With a budget far above the calls' predicted time, each candidate runs
+    // the most rounds, and the tuner stays pending until the last of them.
+    OnlineTuner budgeted(rounds, 1e9, 1e9, 3);
+    int calls = 0;
+    const Algorithm* first = budgeted.choose(cheap, ctx).alg;
+    while (budgeted.pending() && calls < 1000) {
+      WEFT_RETURN_IF_ERROR(budgeted.ran(ctx, 1));
+      ++calls;
+      const Algorithm* now = budgeted.choose(cheap, ctx).alg;
+      if (calls < OnlineTuner::kMostRounds && now != first)
+        return makeError(weftInternalError, "call %d left the first candidate early", calls);
+    }
+    if (calls != static_cast<int>(cheapCandidates) * OnlineTuner::kMostRounds)
+      return makeError(weftInternalError, "%d trial calls, not %zu x %d", calls, cheapCandidates,
+                       OnlineTuner::kMostRounds);
     return Status::ok();
   });
   EXPECT_EQ(firstError(st), "");

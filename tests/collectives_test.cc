@@ -444,24 +444,38 @@ TEST(TcpSlots, CountsThatDifferBetweenRanksStillGiveOneRingOrder) {
 
 // Online tuning (online.h) runs the first calls of each size with different
 // algorithms in turn, ends with an all-gather of the ranks' times, and then
-// keeps one: twelve rounds of the same sizes see every phase, each call
-// checked against the reference, in and out of place.
+// keeps one. Rounds of the same sizes, in and out of place, go on until
+// weftCommTuningPending says every size is decided, and two more: every
+// phase, each call checked against the reference. Every rank must see the
+// same answers, or the ranks would stop after different calls and hang.
 TEST_P(Collectives, OnlineTuningKeepsEveryCallRight) {
   runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {
     RedOps ops(comm);
     uint64_t salt = 0;
-    for (int round = 0; round < 12; ++round) {
-      for (CaseFn fn :
-           {allReduceCase, reduceScatterCase, allGatherCase, broadcastCase, allToAllCase}) {
-        for (size_t count : {size_t{7}, size_t{70001}}) {
+    const CaseFn fns[] = {allReduceCase, reduceScatterCase, allGatherCase, broadcastCase,
+                          allToAllCase};
+    const size_t counts[] = {7, 70001};
+    int pendingSizes = 0, decidedRounds = 0, round = 0;
+    for (; decidedRounds < 2 && round < 100; ++round) {
+      pendingSizes = 0;
+      for (CaseFn fn : fns) {
+        for (size_t count : counts) {
           Case c{comm,           rank,         n,
                  weftFloat32,    OpKind::kSum, ops.get(weftFloat32, OpKind::kSum),
                  round % 2 == 1, count,        round % std::max(n, 1),
                  ++salt};
           fn(c);
+          int pending = -1;
+          RANK_CHECK_OK(weftCommTuningPending(comm, &pending));
+          pendingSizes += pending;
         }
       }
+      decidedRounds = pendingSizes == 0 ? decidedRounds + 1 : 0;
     }
+    RANK_EXPECT(pendingSizes == 0) << pendingSizes << " sizes still pending after " << round
+                                   << " rounds";
+    // Online tuning took more than one round for some size (none at 1 rank).
+    RANK_EXPECT(n == 1 || round > 3) << "decided after " << round << " rounds";
   });
 }
 

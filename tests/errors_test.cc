@@ -109,6 +109,8 @@ TEST(Errors, NullPointersWithoutCommunicator) {
                  "weftCommCount(NULL comm)");
   expectRejected(weftCommUserRank(nullptr, &n), weftInvalidArgument, nullptr, {"null", "comm"},
                  "weftCommUserRank(NULL comm)");
+  expectRejected(weftCommTuningPending(nullptr, &n), weftInvalidArgument, nullptr,
+                 {"null", "comm"}, "weftCommTuningPending(NULL comm)");
   float x = 0;
   expectRejected(weftAllReduce(&x, &x, 1, weftFloat32, weftSum, nullptr, nullptr),
                  weftInvalidArgument, nullptr, {"null", "comm"}, "weftAllReduce(comm = NULL)");
@@ -313,6 +315,7 @@ void badCollectiveArguments(weftComm_t comm, int rank, int n) {
   // Other bad pointers.
   RANK_EXPECT_REJECTED(weftCommCount(comm, nullptr), weftInvalidArgument, "null");
   RANK_EXPECT_REJECTED(weftCommUserRank(comm, nullptr), weftInvalidArgument, "null");
+  RANK_EXPECT_REJECTED(weftCommTuningPending(comm, nullptr), weftInvalidArgument, "null");
   RANK_EXPECT_REJECTED(weftCommGetAsyncError(comm, nullptr), weftInvalidArgument, "null");
   RANK_EXPECT_REJECTED(weftCommSplit(comm, 0, 0, nullptr, nullptr), weftInvalidArgument, "null");
 

@@ -25,8 +25,8 @@ int algorithmsOf(CollKind kind) {
 
 }  // namespace
 
-OnlineTuner::OnlineTuner(int rounds, double spread, int most)
-    : rounds_(std::max(rounds, 2)), spread_(spread), most_(std::max(most, 1)) {}
+OnlineTuner::OnlineTuner(int rounds, double budgetUs, double spread, int most)
+    : rounds_(std::max(rounds, 2)), budgetUs_(budgetUs), spread_(spread), most_(std::max(most, 1)) {}
 
 std::unique_ptr<OnlineTuner> OnlineTuner::fromEnv() {
   if (envInt("TUNER_ONLINE", 1) == 0) return nullptr;
@@ -39,12 +39,12 @@ std::unique_ptr<OnlineTuner> OnlineTuner::fromEnv() {
   // The model's predictions missed by up to 3x (all-gather at 512 KiB,
   // 4 ranks on 2 CPUs: direct predicted 2.1x the ring, measured 0.65x), so
   // candidates come from within 3x of its cheapest.
-  return std::make_unique<OnlineTuner>(static_cast<int>(rounds), 3.0, 3);
+  return std::make_unique<OnlineTuner>(static_cast<int>(rounds), kBudgetUs, 3.0, 3);
 }
 
 int OnlineTuner::roundsFor(double predictedUs) const {
   if (!(predictedUs > 0)) return rounds_;
-  const double wanted = std::ceil(kBudgetUs / predictedUs) + 1;
+  const double wanted = std::ceil(budgetUs_ / predictedUs) + 1;
   return static_cast<int>(std::clamp(wanted, static_cast<double>(rounds_),
                                      static_cast<double>(std::max(rounds_, kMostRounds))));
 }
@@ -71,7 +71,7 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
     Trials t;
     t.candidates = trialChoices(args.kind, bytes, tuner->shape(), tuner->params(), allAlgorithms(),
                                 envRestrictions(), spread_, most_);
-    t.best.assign(t.candidates.size(), 0.0);
+    t.meanUs.assign(t.candidates.size(), 0.0);
     t.rounds = roundsFor(t.candidates.front().predictedUs);
     if (t.candidates.size() == 1) {
       t.decided = 0;
@@ -98,7 +98,7 @@ Status OnlineTuner::ran(CollContext& ctx, double us) {
   timing_ = nullptr;
   const int n = static_cast<int>(t->candidates.size());
   const int candidate = t->calls / t->rounds;
-  if (t->calls % t->rounds != 0) t->best[candidate] += us / (t->rounds - 1);
+  if (t->calls % t->rounds != 0) t->meanUs[candidate] += us / (t->rounds - 1);
   if (++t->calls < t->rounds * n) return Status::ok();
   pending_.store(false, std::memory_order_release);
   return agree(ctx, key, *t);
@@ -109,12 +109,12 @@ Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
   std::vector<double> all(n * static_cast<size_t>(ctx.nranks()));
   CollArgs gather;
   gather.kind = CollKind::AllGather;
-  gather.send = t.best.data();
+  gather.send = t.meanUs.data();
   gather.recv = all.data();
   gather.count = n * sizeof(double);
   gather.dtype = weftUint8;
   WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
-  // A candidate's time is its slowest rank's best: a collective is done
+  // A candidate's time is its slowest rank's mean: a collective is done
   // when its last rank is (a chain broadcast's root finishes long before
   // the chain's end). The model's choice stays unless another beats it by
   // kMargin: trials are few and single calls noisy, and where the model

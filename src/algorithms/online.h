@@ -1,24 +1,35 @@
 // Online tuning: the model (tuner.h) ranks the algorithms, measurement picks
 // among the best of them. For each (collective, dtype, bytes) a communicator
-// runs, its first calls take the model's choice and up to two runners-up in
-// turn; once each has run `rounds` times (the first untimed: it pays the
-// page faults of new scratch), the ranks pool their best times in one small
-// all-gather and every later call of that key runs the candidate whose
-// slowest rank was fastest (the model's choice unless beaten by 10%). Every
-// rank sees the same calls in the same order, so every rank reaches the same
-// decision at the same call.
+// runs, its first calls try the model's choice and up to two runners-up, one
+// after the other: each runs `rounds` calls back to back, the first untimed
+// (it pays the page faults of new scratch, and the skew the previous
+// algorithm left between the ranks). The ranks then pool their mean times in
+// one small all-gather, and every later call of that key runs the candidate
+// whose slowest rank was fastest (the model's choice unless beaten by 10%).
+// Every rank sees the same calls in the same order, so every rank reaches the
+// same decision at the same call.
 //
-// Why: the model's constants come from a calibration of the links, but which
-// algorithm wins also depends on what it does not see (the cache, how a
-// hypervisor schedules oversubscribed ranks). Fitted on one 2-CPU VM, its
+// Why back to back, and a mean: in a loop, calls of a pipelined algorithm
+// overlap (a chain broadcast's root starts the next call while the tail still
+// receives), and one rank's calls alternate between waiting for the others
+// and finding the data already there. The mean of a run of calls is what a
+// loop sees; the best single call is not. Why more rounds for cheap calls:
+// 4 ranks on 2 CPUs, one call of a few microseconds takes 4 or 120 depending
+// on where the scheduler switched, so a few calls decide by chance. A key
+// runs as many rounds as fill kBudgetUs of the model's prediction, from
+// `rounds` to kMostRounds: 16 at 128 KiB, 4 at 8 MiB there.
+//
+// Why at all: the model's constants come from a calibration of the links, but
+// which algorithm wins also depends on what it does not see (the cache, how
+// a hypervisor schedules oversubscribed ranks). Fitted on one 2-CPU VM, its
 // picks on another (Intel, 260 MiB L3) lost by up to 1.66x (4 ranks, all-to-
 // all at 8 MiB: direct 2523 us, the model's pairwise 4183).
 //
-// Cost: up to rounds x 3 calls per key run a candidate that may be slower,
-// and one all-gather of a few doubles ends them. A key is (kind, dtype,
-// bytes), at most kMaxKeys per communicator (then the model decides alone).
-// Floating-point sums can differ in their last bits between the calls that
-// try different algorithms; WEFT_TUNER_ONLINE=0 keeps the model's choice.
+// Cost: at most 3 x kMostRounds calls per key run a candidate that may be
+// slower, and one all-gather of a few doubles ends them. A key is (kind,
+// dtype, bytes), at most kMaxKeys per communicator (then the model decides
+// alone). Floating-point sums can differ in their last bits between the calls
+// that try different algorithms; WEFT_TUNER_ONLINE=0 keeps the model's choice.
 #pragma once
 
 #include <atomic>
@@ -39,11 +50,14 @@ class OnlineTuner {
   // Another candidate replaces the model's choice only below this fraction
   // of its time.
   static constexpr double kMargin = 0.9;
+  // A candidate's rounds: enough to fill this much of the model's predicted
+  // time, at most kMostRounds.
   static constexpr double kBudgetUs = 4000;
   static constexpr int kMostRounds = 16;
-  // rounds >= 2 (one untimed, then timed ones); candidates within `spread`
-  // times the model's cheapest prediction, at most `most`.
-  OnlineTuner(int rounds, double spread, int most);
+  // rounds >= 2 (one untimed, then timed ones) is the fewest; budgetUs as
+  // kBudgetUs (0: always `rounds`); candidates within `spread` times the
+  // model's cheapest prediction, at most `most`.
+  OnlineTuner(int rounds, double budgetUs, double spread, int most);
   // From WEFT_TUNER_ONLINE (0: off, nullptr) and WEFT_TUNER_ONLINE_ROUNDS.
   static std::unique_ptr<OnlineTuner> fromEnv();
 
@@ -65,8 +79,8 @@ class OnlineTuner {
   using Key = std::tuple<int, int, size_t>;
   struct Trials {
     std::vector<Choice> candidates;
-    std::vector<double> best;  // this rank's fastest timed run of each
-    int rounds = 0;
+    std::vector<double> meanUs;  // this rank's mean timed run of each
+    int rounds = 0;              // per candidate
     int calls = 0;
     int decided = -1;
   };
@@ -74,6 +88,7 @@ class OnlineTuner {
   Status agree(CollContext& ctx, const Key& key, Trials& t);
 
   int rounds_;
+  double budgetUs_;
   double spread_;
   int most_;
   uint64_t generation_ = 0;
