@@ -452,8 +452,8 @@ TEST_P(Collectives, OnlineTuningKeepsEveryCallRight) {
   runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {
     RedOps ops(comm);
     uint64_t salt = 0;
-    const CaseFn fns[] = {allReduceCase, reduceScatterCase, allGatherCase, broadcastCase,
-                          allToAllCase};
+    const CaseFn fns[] = {allReduceCase, reduceScatterCase, allGatherCase,
+                          broadcastCase, reduceCase,        allToAllCase};
     const size_t counts[] = {7, 70001};
     int pendingSizes = 0, decidedRounds = 0, round = 0;
     for (; decidedRounds < 2 && round < 100; ++round) {
@@ -472,8 +472,8 @@ TEST_P(Collectives, OnlineTuningKeepsEveryCallRight) {
       }
       decidedRounds = pendingSizes == 0 ? decidedRounds + 1 : 0;
     }
-    RANK_EXPECT(pendingSizes == 0) << pendingSizes << " sizes still pending after " << round
-                                   << " rounds";
+    RANK_EXPECT(pendingSizes == 0)
+        << pendingSizes << " sizes still pending after " << round << " rounds";
     // Online tuning took more than one round for some size (none at 1 rank).
     RANK_EXPECT(n == 1 || round > 3) << "decided after " << round << " rounds";
   });

@@ -109,8 +109,8 @@ TEST(Errors, NullPointersWithoutCommunicator) {
                  "weftCommCount(NULL comm)");
   expectRejected(weftCommUserRank(nullptr, &n), weftInvalidArgument, nullptr, {"null", "comm"},
                  "weftCommUserRank(NULL comm)");
-  expectRejected(weftCommTuningPending(nullptr, &n), weftInvalidArgument, nullptr,
-                 {"null", "comm"}, "weftCommTuningPending(NULL comm)");
+  expectRejected(weftCommTuningPending(nullptr, &n), weftInvalidArgument, nullptr, {"null", "comm"},
+                 "weftCommTuningPending(NULL comm)");
   float x = 0;
   expectRejected(weftAllReduce(&x, &x, 1, weftFloat32, weftSum, nullptr, nullptr),
                  weftInvalidArgument, nullptr, {"null", "comm"}, "weftAllReduce(comm = NULL)");

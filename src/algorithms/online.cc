@@ -26,7 +26,10 @@ int algorithmsOf(CollKind kind) {
 }  // namespace
 
 OnlineTuner::OnlineTuner(int rounds, double budgetUs, double spread, int most)
-    : rounds_(std::max(rounds, 2)), budgetUs_(budgetUs), spread_(spread), most_(std::max(most, 1)) {}
+    : rounds_(std::max(rounds, 2)),
+      budgetUs_(budgetUs),
+      spread_(spread),
+      most_(std::max(most, 1)) {}
 
 std::unique_ptr<OnlineTuner> OnlineTuner::fromEnv() {
   if (envInt("TUNER_ONLINE", 1) == 0) return nullptr;
