@@ -25,8 +25,9 @@
 // picks on another (Intel, 260 MiB L3) lost by up to 1.66x (4 ranks, all-to-
 // all at 8 MiB: direct 2523 us, the model's pairwise 4183).
 //
-// Cost: at most 3 x kMostRounds calls per key run a candidate that may be
-// slower, and one all-gather of a few doubles ends them. A key is (kind,
+// Cost: at most 3 x kMostRounds calls per key (more where `rounds` asks for
+// more) run a candidate that may be slower, and one all-gather of a few
+// doubles ends them. A key is (kind,
 // dtype, bytes), at most kMaxKeys per communicator (then the model decides
 // alone). Floating-point sums can differ in their last bits between the calls
 // that try different algorithms; WEFT_TUNER_ONLINE=0 keeps the model's choice.
