@@ -304,6 +304,63 @@ TEST(GroupInPlace, ReceiveOvertakesTheSendWhenThePeerReceivesLater) {
   }
 }
 
+// Rank 0 sends and receives large messages in one group; rank 1 takes rank
+// 0's message first and sends its own only after that (a blocking receive,
+// then a send; or a first small message in the group and the rest in a
+// later one). Over sockets rank 0's sends are paced by what comes back from
+// rank 1, which here is nothing until rank 0's send is through: the pacing
+// must give up rather than deadlock. Shared memory runs it as well.
+TEST(GroupPacing, PeerSendsOnlyAfterItsReceiveCompleted) {
+  const std::vector<std::pair<std::string, std::string>> transports[] = {
+      {}, {{"WEFT_SHM_DISABLE", "1"}}};
+  constexpr size_t kSmall = 1000;
+  for (const auto& env : transports) {
+    RunOptions opts;
+    opts.env = env;
+    opts.timeout = std::chrono::milliseconds(60000);
+    runRanks(
+        2,
+        [](weftComm_t comm, int rank, int) {
+          const int peer = 1 - rank;
+          for (int round = 0; round < 3; ++round) {
+            GuardedBuffer out = message(kBig, rank, peer, weftInt32, round);
+            GuardedBuffer in(kBig * sizeof(int32_t));
+            if (rank == 0) {
+              RANK_CHECK_OK(weftGroupStart());
+              RANK_CHECK_OK(weftSend(out.data(), kBig, weftInt32, peer, comm, nullptr));
+              RANK_CHECK_OK(weftRecv(in.data(), kBig, weftInt32, peer, comm, nullptr));
+              RANK_CHECK_OK(weftGroupEnd());
+              expectMessage("recv", in, kBig, peer, rank, weftInt32, round);
+            } else {
+              RANK_CHECK_OK(weftRecv(in.data(), kBig, weftInt32, peer, comm, nullptr));
+              RANK_CHECK_OK(weftSend(out.data(), kBig, weftInt32, peer, comm, nullptr));
+              expectMessage("recv", in, kBig, peer, rank, weftInt32, round);
+            }
+          }
+          // A small message first in the same group, then the rest later.
+          GuardedBuffer out = message(kBig, rank, peer, weftInt32, 7);
+          GuardedBuffer first = message(kSmall, rank, peer, weftInt32, 8);
+          GuardedBuffer in(kBig * sizeof(int32_t)), inFirst(kSmall * sizeof(int32_t));
+          if (rank == 0) {
+            RANK_CHECK_OK(weftGroupStart());
+            RANK_CHECK_OK(weftSend(out.data(), kBig, weftInt32, peer, comm, nullptr));
+            RANK_CHECK_OK(weftRecv(inFirst.data(), kSmall, weftInt32, peer, comm, nullptr));
+            RANK_CHECK_OK(weftRecv(in.data(), kBig, weftInt32, peer, comm, nullptr));
+            RANK_CHECK_OK(weftGroupEnd());
+          } else {
+            RANK_CHECK_OK(weftGroupStart());
+            RANK_CHECK_OK(weftSend(first.data(), kSmall, weftInt32, peer, comm, nullptr));
+            RANK_CHECK_OK(weftRecv(in.data(), kBig, weftInt32, peer, comm, nullptr));
+            RANK_CHECK_OK(weftGroupEnd());
+            RANK_CHECK_OK(weftSend(out.data(), kBig, weftInt32, peer, comm, nullptr));
+          }
+          if (rank == 0) expectMessage("first recv", inFirst, kSmall, peer, rank, weftInt32, 8);
+          expectMessage("recv", in, kBig, peer, rank, weftInt32, 7);
+        },
+        opts);
+  }
+}
+
 // Zero-byte sends and receives in a group complete and touch nothing.
 TEST_P(Group, ZeroCountSendRecv) {
   runRanks(GetParam(), [](weftComm_t comm, int rank, int n) {
