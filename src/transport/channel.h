@@ -41,6 +41,13 @@ class SendChannel {
   virtual bool sourcesInUse() { return false; }
   // True when commitFrom() reads `src` after it returns (it does not copy).
   virtual bool readsSourceLater() const { return false; }
+  // Where it does: whether a committed chunk the wire has not taken yet
+  // still reads any of [p, p + bytes) (moves what it can first).
+  virtual bool readsFrom(const void* p, size_t bytes) { return false; }
+  // Chunks not yet taken whose source lies within [from, from + bytes) read
+  // the same bytes at `to` from now on (the caller copied them there and
+  // will overwrite `from`).
+  virtual void moveSources(const void* from, size_t bytes, const void* to) {}
 
   // Single copy. Where the transport can let the receiver read this
   // process's memory (cross-memory attach), publish() puts a reference to

@@ -150,6 +150,28 @@ bool TcpSendChannel::pending() const {
   return false;
 }
 
+bool TcpSendChannel::readsFrom(const void* p, size_t bytes) {
+  progress();
+  const char* lo = static_cast<const char*>(p);
+  for (uint32_t slot = 0; slot < nslots_; ++slot) {
+    if (!unsent_[slot] || staging_[slot] != nullptr) continue;
+    const char* src = payload_[slot];
+    if (src < lo + bytes && lo < src + headers_[slot].bytes) return true;
+  }
+  return false;
+}
+
+void TcpSendChannel::moveSources(const void* from, size_t bytes, const void* to) {
+  const char* lo = static_cast<const char*>(from);
+  for (uint32_t slot = 0; slot < nslots_; ++slot) {
+    if (!unsent_[slot] || staging_[slot] != nullptr) continue;
+    const char* src = payload_[slot];
+    // A frame part-written goes on from the same offset of the copy.
+    if (src >= lo && src + headers_[slot].bytes <= lo + bytes)
+      payload_[slot] = static_cast<const char*>(to) + (src - lo);
+  }
+}
+
 bool TcpSendChannel::drained() {
   progress();
   stalled_ = pending();

@@ -147,6 +147,8 @@ class TcpSendChannel final : public SendChannel {
     return pending();
   }
   bool readsSourceLater() const override { return true; }
+  bool readsFrom(const void* p, size_t bytes) override;
+  void moveSources(const void* from, size_t bytes, const void* to) override;
   bool drained() override;
   bool ok() const { return buf_ != nullptr; }
   // Writes what the sockets take; true if any byte moved.
