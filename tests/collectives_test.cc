@@ -575,9 +575,13 @@ INSTANTIATE_TEST_SUITE_P(Algos, ForcedAlgorithms,
                          });
 
 // The pairwise exchanges (exchange.h) over TCP, where a send runs at most one
-// chunk ahead of its receive: 4 KiB chunks, so that 70001 elements take
-// tens of chunks per step, at rank counts with and without extras to fold.
+// chunk ahead of its receive, and the tree engine (tree.h), whose down chunks
+// land from the socket straight into the output: 4 KiB chunks, so that 70001
+// elements take tens of chunks per step, at rank counts with and without
+// extras to fold.
 const Forced kOverTcp[] = {
+    {"allreduce:tree", allReduceCase, true, false, true},
+    {"broadcast:binomial", broadcastCase, false, true, true},
     {"allreduce:rhd", allReduceCase, true, false, true},
     {"allreduce:recdoubling", allReduceCase, true, false, true},
     {"reducescatter:rhd", reduceScatterCase, true, false, true},
@@ -605,8 +609,10 @@ TEST_P(ExchangesOverTcp, MatchReference) {
                                       : std::vector<OpKind>{OpKind::kSum}) {
             for (int inplace = 0; inplace <= (f.hasInplace ? 1 : 0); ++inplace) {
               for (size_t count : {size_t{7}, size_t{70001}}) {
-                Case c{comm, rank, n, dt, op, ops.get(dt, op), inplace != 0, count, 0, ++salt};
-                f.fn(c);
+                for (int root : f.rooted ? rootsFor(n) : std::vector<int>{0}) {
+                  Case c{comm, rank, n, dt, op, ops.get(dt, op), inplace != 0, count, root, ++salt};
+                  f.fn(c);
+                }
               }
             }
           }

@@ -126,6 +126,25 @@ Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<co
     }
   }
 
+  // Over TCP a down chunk is read from the socket straight into buf: every
+  // message a lane receives is named in the lane's order, up chunks (folded
+  // from the slot) with no address. Landing early is safe: down chunk k of a
+  // tree overwrites only what this rank sent up as chunk k, and the parent
+  // sends it down only after it received that chunk whole.
+  for (const Lane& l : in) {
+    RecvChannel& ch = ctx.recvFrom(l.peer);
+    if (!ch.canLand()) continue;
+    for (Lane walk = l; walk.left > 0; advance(walk)) {
+      const Stream& s = walk.streams[walk.idx];
+      const size_t k = walk.place - s.lag;
+      if (s.up) {
+        ch.land(nullptr, 0);
+      } else {
+        ch.land(at(s.tree, k), len(s.tree, k) * es);
+      }
+    }
+  }
+
   Progress progress(ctx.health());
   while (pending > 0) {
     bool moved = false;
@@ -164,7 +183,7 @@ Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<co
           ch.release();
           updateReduced(t);
         } else {
-          kernels::copy(at(t, k), data, c * es);
+          if (data != at(t, k)) kernels::copy(at(t, k), data, c * es);
           ch.release();
           final_[t] = k + 1;
         }

@@ -38,7 +38,9 @@ enum class TreeMode {
 // child's chunk k is folded only after the children before it folded
 // theirs, so the result does not depend on timing. Nothing waits on a
 // message ordered later than itself, so any slot count works. Sends read buf
-// itself (SendChannel::commitFrom); the call returns once they are done.
+// itself (SendChannel::commitFrom) and, over TCP, down chunks land in it
+// straight from the socket (RecvChannel::land); the call returns once the
+// sends are done.
 Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<const TreeSpec> trees,
                 char* buf);
 
