@@ -1865,12 +1865,16 @@ TEST(AlgorithmsTest, DoubleTreeLayout) {
 }
 
 // ---------------------------------------------------------------------------
-// Online tuning (online.h): the model's choice and its runners-up run one
-// after the other, each for its rounds; then every rank keeps the one whose
-// slowest rank's mean was fastest, never counting a candidate's untimed
-// first round.
+// Online tuning (online.h): the model's choice and its runners-up run in
+// three passes, each pass a segment of every candidate in turn, starting one
+// candidate later each pass; then every rank keeps the one whose slowest
+// rank's median segment mean was fastest, never counting a segment's
+// untimed first call.
 TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
-  const int n = 4, rounds = 3;
+  static_assert(OnlineTuner::kPasses == 3, "the times below are written for three passes");
+  const int n = 4, rounds = 7;  // 6 timed calls per candidate: 2 per segment
+  const int segment = OnlineTuner::segmentFor(rounds);
+  ASSERT_EQ(segment, 3);
   TunerShape shape;
   shape.nranks = n;
   shape.ranksPerHost = n;
@@ -1902,31 +1906,39 @@ TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
     auto& ctx = static_cast<TestContext&>(base);
     ctx.useTuner(&tuner);
     OnlineTuner online(rounds, 0, 1e9, 3);
-    for (int call = 0; call < rounds * m; ++call) {
+    std::vector<int> firstOfPass;
+    for (int call = 0; call < OnlineTuner::kPasses * m * segment; ++call) {
       const Choice c = online.choose(a, ctx);
-      const int k = call / rounds, round = call % rounds;
+      const int pass = call / (m * segment), within = call % segment;
+      const int k = (call / segment % m + pass) % m;  // pass p starts at candidate p
+      if (call % (m * segment) == 0) firstOfPass.push_back(k);
       if (c.alg != candidates[k].alg)
         return makeError(weftInternalError, "call %d ran %s, not %s", call, c.alg->name,
                          candidates[k].alg->name);
       if (!online.pending()) return makeError(weftInternalError, "call %d is not pending", call);
-      // Untimed rounds: the middle candidate looks fastest by far. Timed
-      // rounds: the model's choice takes 10 us on ranks 0-2 and 30 on
-      // rank 3 (mean over ranks 15, slowest 30); the target 20 everywhere
-      // (on rank 1 as 4 and 36); the middle one 5 everywhere but on rank 2,
-      // whose 5 and 75 make a mean of 40: fastest by its best calls or by
-      // its mean over ranks, slowest by the slowest rank's mean.
+      // Untimed calls: the middle candidate looks fastest by far. Timed
+      // calls, two per segment:
+      // - the model's choice: 10 on ranks 0-2; on rank 3 50 then 10 in
+      //   every segment (mean 30; its last call alone would say 10);
+      // - the target: 20, but on rank 1 segments of 4, 20 and 60 (median
+      //   20; mean 28, within 10% of the model's 30; best segment 4);
+      // - the middle one: 5, but on rank 2 segments of 5, 40 and 40 (median
+      //   40): fastest by its best calls, its best segment or the mean over
+      //   ranks, slowest by the slowest rank's median.
       double us = 0;
-      if (round == 0) {
+      if (within == 0) {
         us = k == 1 ? 0.001 : 1e6;
       } else if (k == 0) {
-        us = ctx.rank() == 3 ? 30 : 10;
+        us = ctx.rank() == 3 ? (within == 1 ? 50 : 10) : 10;
       } else if (k == target) {
-        us = ctx.rank() == 1 ? (round == 1 ? 4 : 36) : 20;
+        us = ctx.rank() == 1 ? (pass == 0 ? 4 : pass == 1 ? 20 : 60) : 20;
       } else {
-        us = ctx.rank() == 2 && round == 2 ? 75 : 5;
+        us = ctx.rank() == 2 && pass > 0 ? 40 : 5;
       }
       WEFT_RETURN_IF_ERROR(online.ran(ctx, us));
     }
+    if (firstOfPass != std::vector<int>{0, 1, 2})
+      return makeError(weftInternalError, "the passes did not start with each candidate in turn");
     if (online.pending()) return makeError(weftInternalError, "still pending after agreeing");
     for (int again = 0; again < 3; ++again) {
       const Choice c = online.choose(a, ctx);
@@ -1938,29 +1950,31 @@ TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
     // Another size: the target is only 5% faster than the model's choice,
     // within the noise of a few calls, so the model's choice stays.
     const int mb = static_cast<int>(closeCall.size());
-    for (int call = 0; call < rounds * mb; ++call) {
-      online.choose(close, ctx);
-      const int k = call / rounds;
+    for (int call = 0; call < OnlineTuner::kPasses * mb * segment; ++call) {
+      const int k = online.trialCall(call, mb, segment).candidate;
+      if (online.choose(close, ctx).alg != closeCall[k].alg)
+        return makeError(weftInternalError, "close call %d ran another candidate", call);
       WEFT_RETURN_IF_ERROR(online.ran(ctx, k == 0 ? 20 : k == mb - 1 ? 19 : 40));
     }
     if (const Choice c = online.choose(close, ctx); c.alg != closeCall[0].alg)
       return makeError(weftInternalError, "5%% faster replaced the model's %s with %s",
                        closeCall[0].alg->name, c.alg->name);
     // With a budget far above the calls' predicted time, each candidate runs
-    // the most rounds, and the tuner stays pending until the last of them.
+    // the most calls, and the tuner stays pending until the last of them.
     OnlineTuner budgeted(rounds, 1e9, 1e9, 3);
+    const int most = OnlineTuner::segmentFor(OnlineTuner::kMostRounds);
     int calls = 0;
     const Algorithm* first = budgeted.choose(cheap, ctx).alg;
     while (budgeted.pending() && calls < 1000) {
       WEFT_RETURN_IF_ERROR(budgeted.ran(ctx, 1));
       ++calls;
       const Algorithm* now = budgeted.choose(cheap, ctx).alg;
-      if (calls < OnlineTuner::kMostRounds && now != first)
+      if (calls < most && now != first)
         return makeError(weftInternalError, "call %d left the first candidate early", calls);
     }
-    if (calls != static_cast<int>(cheapCandidates) * OnlineTuner::kMostRounds)
-      return makeError(weftInternalError, "%d trial calls, not %zu x %d", calls, cheapCandidates,
-                       OnlineTuner::kMostRounds);
+    if (calls != static_cast<int>(cheapCandidates) * OnlineTuner::kPasses * most)
+      return makeError(weftInternalError, "%d trial calls, not %zu x %d x %d", calls,
+                       cheapCandidates, OnlineTuner::kPasses, most);
     return Status::ok();
   });
   EXPECT_EQ(firstError(st), "");

@@ -51,6 +51,17 @@ int OnlineTuner::roundsFor(double predictedUs) const {
                                      static_cast<double>(std::max(rounds_, kMostRounds))));
 }
 
+OnlineTuner::TrialCall OnlineTuner::trialCall(int call, int candidates, int segment) {
+  const int pass = call / (candidates * segment);
+  const int turn = call / segment % candidates;
+  return TrialCall{(turn + pass) % candidates, pass, call % segment != 0};
+}
+
+int OnlineTuner::segmentFor(int rounds) {
+  const int timed = std::max(rounds - 1, 1);
+  return 1 + (timed + kPasses - 1) / kPasses;
+}
+
 Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
   timing_ = nullptr;
   pending_.store(false, std::memory_order_release);
@@ -73,8 +84,9 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
     Trials t;
     t.candidates = trialChoices(args.kind, bytes, tuner->shape(), tuner->params(), allAlgorithms(),
                                 envRestrictions(), spread_, most_);
-    t.meanUs.assign(t.candidates.size(), 0.0);
-    t.rounds = roundsFor(t.candidates.front().predictedUs);
+    t.runUs.assign(t.candidates.size(), 0.0);
+    t.segmentUs.assign(t.candidates.size(), {});
+    t.segment = segmentFor(roundsFor(t.candidates.front().predictedUs));
     if (t.candidates.size() == 1) {
       t.decided = 0;
     } else {
@@ -90,7 +102,8 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
   if (t.decided >= 0) return t.candidates[t.decided];
   timing_ = &*it;
   pending_.store(true, std::memory_order_release);
-  return t.candidates[t.calls / t.rounds];
+  return t
+      .candidates[trialCall(t.calls, static_cast<int>(t.candidates.size()), t.segment).candidate];
 }
 
 Status OnlineTuner::ran(CollContext& ctx, double us) {
@@ -98,25 +111,36 @@ Status OnlineTuner::ran(CollContext& ctx, double us) {
   const Key& key = timing_->first;
   Trials* t = &timing_->second;
   timing_ = nullptr;
-  const int n = static_cast<int>(t->candidates.size());
-  const int candidate = t->calls / t->rounds;
-  if (t->calls % t->rounds != 0) t->meanUs[candidate] += us / (t->rounds - 1);
-  if (++t->calls < t->rounds * n) return Status::ok();
+  const TrialCall call = trialCall(t->calls, static_cast<int>(t->candidates.size()), t->segment);
+  double& run = t->runUs[call.candidate];
+  if (call.timed) run += us;
+  if ((t->calls + 1) % t->segment == 0) {
+    t->segmentUs[call.candidate][call.pass] = run / (t->segment - 1);
+    run = 0;
+  }
+  if (++t->calls < t->total()) return Status::ok();
   pending_.store(false, std::memory_order_release);
   return agree(ctx, key, *t);
 }
 
 Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
   const size_t n = t.candidates.size();
+  // This rank's figure per candidate: the median of its segments' means.
+  std::vector<double> typical(n);
+  for (size_t c = 0; c < n; ++c) {
+    std::array<double, kPasses> means = t.segmentUs[c];
+    std::sort(means.begin(), means.end());
+    typical[c] = means[kPasses / 2];
+  }
   std::vector<double> all(n * static_cast<size_t>(ctx.nranks()));
   CollArgs gather;
   gather.kind = CollKind::AllGather;
-  gather.send = t.meanUs.data();
+  gather.send = typical.data();
   gather.recv = all.data();
   gather.count = n * sizeof(double);
   gather.dtype = weftUint8;
   WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
-  // A candidate's time is its slowest rank's mean: a collective is done
+  // A candidate's time is its slowest rank's figure: a collective is done
   // when its last rank is (a chain broadcast's root finishes long before
   // the chain's end). The model's choice stays unless another beats it by
   // kMargin: trials are few and single calls noisy, and where the model
@@ -139,10 +163,11 @@ Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
                   slowest[c]);
     times += one;
   }
-  WEFT_INFO(kLogTuning, "online: %s %zu bytes %s: %s (slowest rank, mean of %d) -> %s%s",
+  WEFT_INFO(kLogTuning,
+            "online: %s %zu bytes %s: %s (slowest rank, median of %d runs of %d) -> %s%s",
             collName(static_cast<CollKind>(std::get<0>(key))), std::get<2>(key),
-            dtypeName(static_cast<weftDataType_t>(std::get<1>(key))), times.c_str(), t.rounds - 1,
-            t.candidates[pick].alg->name, pick == 0 ? " (the model's choice)" : "");
+            dtypeName(static_cast<weftDataType_t>(std::get<1>(key))), times.c_str(), kPasses,
+            t.segment - 1, t.candidates[pick].alg->name, pick == 0 ? " (the model's choice)" : "");
   return Status::ok();
 }
 

@@ -1,23 +1,33 @@
 // Online tuning: the model (tuner.h) ranks the algorithms, measurement picks
 // among the best of them. For each (collective, dtype, bytes) a communicator
-// runs, its first calls try the model's choice and up to two runners-up, one
-// after the other: each runs `rounds` calls back to back, the first untimed
-// (it pays the page faults of new scratch, and the skew the previous
-// algorithm left between the ranks). The ranks then pool their mean times in
-// one small all-gather, and every later call of that key runs the candidate
-// whose slowest rank was fastest (the model's choice unless beaten by 10%).
-// Every rank sees the same calls in the same order, so every rank reaches the
-// same decision at the same call.
+// runs, its first calls try the model's choice and up to two runners-up in
+// kPasses passes. Each pass runs every candidate for one segment of calls
+// back to back, the first untimed (it pays the page faults of new scratch,
+// and the skew the previous algorithm left between the ranks), and each pass
+// starts the rotation one candidate later, so that every candidate comes
+// first once. A rank's figure for a candidate is the median of its segments'
+// means. The ranks then pool those in one small all-gather, and every later
+// call of that key runs the candidate whose slowest rank was fastest (the
+// model's choice unless beaten by 10%). Every rank sees the same calls in
+// the same order, so every rank reaches the same decision at the same call.
 //
-// Why back to back, and a mean: in a loop, calls of a pipelined algorithm
+// Why back to back, and means: in a loop, calls of a pipelined algorithm
 // overlap (a chain broadcast's root starts the next call while the tail still
 // receives), and one rank's calls alternate between waiting for the others
 // and finding the data already there. The mean of a run of calls is what a
-// loop sees; the best single call is not. Why more rounds for cheap calls:
-// 4 ranks on 2 CPUs, one call of a few microseconds takes 4 or 120 depending
-// on where the scheduler switched, so a few calls decide by chance. A key
-// runs as many rounds as fill kBudgetUs of the model's prediction, from
-// `rounds` to kMostRounds: 16 at 128 KiB, 4 at 8 MiB there.
+// loop sees; the best single call is not. Why passes in turn and a median:
+// whichever candidate ran first measured slow for the whole of its run (4
+// ranks on 2 CPUs, broadcast 8-512 B, 15 timed calls each: chain first 5.8-
+// 10.0 us, binomial after it 3.1-6.3; binomial first 5.9-7.8, chain after
+// it 2.5-5.2; in a loop chain takes 2.5 and binomial 3.5), so the first
+// candidate, the model's choice, lost to a runner-up it beats in a loop.
+// Rotating gives each candidate one such segment, and the median of three
+// leaves it out. Why more calls for cheap calls: 4 ranks on 2 CPUs, one call
+// of a few microseconds takes 4 or 120 depending on where the scheduler
+// switched, so a few calls decide by chance. A key runs as many timed calls
+// per candidate as fill kBudgetUs of the model's prediction, from
+// `rounds` - 1 to kMostRounds - 1, split over the passes: 15 at 128 KiB,
+// 3 at 8 MiB there.
 //
 // Why at all: the model's constants come from a calibration of the links, but
 // which algorithm wins also depends on what it does not see (the cache, how
@@ -25,14 +35,16 @@
 // picks on another (Intel, 260 MiB L3) lost by up to 1.66x (4 ranks, all-to-
 // all at 8 MiB: direct 2523 us, the model's pairwise 4183).
 //
-// Cost: at most 3 x kMostRounds calls per key (more where `rounds` asks for
-// more) run a candidate that may be slower, and one all-gather of a few
-// doubles ends them. A key is (kind,
-// dtype, bytes), at most kMaxKeys per communicator (then the model decides
-// alone). Floating-point sums can differ in their last bits between the calls
-// that try different algorithms; WEFT_TUNER_ONLINE=0 keeps the model's choice.
+// Cost: at most 3 candidates x kPasses x (1 + ceil((kMostRounds - 1) /
+// kPasses)) = 54 calls per key (more where `rounds` asks for more) run a
+// candidate that may be slower, and one all-gather of a few doubles ends
+// them. A key is (kind, dtype, bytes), at most kMaxKeys per communicator
+// (then the model decides alone). Floating-point sums can differ in their
+// last bits between the calls that try different algorithms;
+// WEFT_TUNER_ONLINE=0 keeps the model's choice.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <map>
@@ -55,6 +67,7 @@ class OnlineTuner {
   // time, at most kMostRounds.
   static constexpr double kBudgetUs = 4000;
   static constexpr int kMostRounds = 16;
+  static constexpr int kPasses = 3;
   // rounds >= 2 (one untimed, then timed ones) is the fewest; budgetUs as
   // kBudgetUs (0: always `rounds`); candidates within `spread` times the
   // model's cheapest prediction, at most `most`.
@@ -74,16 +87,31 @@ class OnlineTuner {
   // other threads (weftCommTuningPending) once the calls have completed.
   bool pending() const { return pending_.load(std::memory_order_acquire); }
 
+  // Trial call `call` of a key with `candidates` candidates and segments of
+  // `segment` calls: which candidate runs, in which pass, and whether it is
+  // timed (not the first of its segment).
+  struct TrialCall {
+    int candidate;
+    int pass;
+    bool timed;
+  };
+  static TrialCall trialCall(int call, int candidates, int segment);
+  // Calls per segment for a key that wants `rounds` calls per candidate
+  // (one untimed, then timed ones): its timed calls split over the passes.
+  static int segmentFor(int rounds);
+
  private:
   // (kind, dtype, bytes). Not whether the call is in place: that may differ
   // from rank to rank (a reduce is in place at its root only).
   using Key = std::tuple<int, int, size_t>;
   struct Trials {
     std::vector<Choice> candidates;
-    std::vector<double> meanUs;  // this rank's mean timed run of each
-    int rounds = 0;              // per candidate
+    std::vector<double> runUs;                           // this segment's timed sum, per candidate
+    std::vector<std::array<double, kPasses>> segmentUs;  // each segment's mean, per candidate
+    int segment = 0;                                     // calls per segment
     int calls = 0;
     int decided = -1;
+    int total() const { return static_cast<int>(candidates.size()) * kPasses * segment; }
   };
   int roundsFor(double predictedUs) const;
   Status agree(CollContext& ctx, const Key& key, Trials& t);
