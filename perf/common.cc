@@ -573,8 +573,9 @@ class Bench {
     check(weftCommTuningPending(comm_, &pending), "weftCommTuningPending");
     return pending != 0;
   }
-  // Above what online tuning can take for one size: 3 candidates x at most
-  // 100 rounds (WEFT_TUNER_ONLINE_ROUNDS).
+  // Above what online tuning can take for one size: 3 candidates x 3 passes
+  // x at most 34 calls (WEFT_TUNER_ONLINE_ROUNDS=100: 99 timed calls and an
+  // untimed one per pass).
   static constexpr int kMostTrialCalls = 400;
   double aggregateTime(double sec);
   long long sumAll(long long v);

@@ -17,13 +17,13 @@
 // and finding the data already there. The mean of a run of calls is what a
 // loop sees; the best single call is not. Why passes in turn and a median:
 // whichever candidate ran first measured slow for the whole of its run (4
-// ranks on 2 CPUs, broadcast 8-512 B, 15 timed calls each: chain first 5.8-
-// 10.0 us, binomial after it 3.1-6.3; binomial first 5.9-7.8, chain after
-// it 2.5-5.2; in a loop chain takes 2.5 and binomial 3.5), so the first
-// candidate, the model's choice, lost to a runner-up it beats in a loop.
-// Rotating gives each candidate one such segment, and the median of three
-// leaves it out. Why more calls for cheap calls: 4 ranks on 2 CPUs, one call
-// of a few microseconds takes 4 or 120 depending on where the scheduler
+// ranks on 2 CPUs, broadcast 8-512 B, 15 timed calls, medians of 16 trials:
+// chain first 7.1 us a call, binomial after it 4.2; binomial first 6.1,
+// chain after it 3.8; in a loop chain takes 2.5 and binomial 3.5), so the
+// first candidate, the model's choice, lost to a runner-up it beats in a loop.
+// Rotating puts another candidate first in each pass, and the median of a
+// candidate's three segments leaves one slow segment out. Why more calls for cheap calls: 4 ranks
+// on 2 CPUs, one call of a few microseconds takes 4 or 120 depending on where the scheduler
 // switched, so a few calls decide by chance. A key runs as many timed calls
 // per candidate as fill kBudgetUs of the model's prediction, from
 // `rounds` - 1 to kMostRounds - 1, split over the passes: 15 at 128 KiB,
