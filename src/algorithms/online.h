@@ -22,12 +22,13 @@
 // chain after it 3.8; in a loop chain takes 2.5 and binomial 3.5), so the
 // first candidate, the model's choice, lost to a runner-up it beats in a loop.
 // Rotating puts another candidate first in each pass, and the median of a
-// candidate's three segments leaves one slow segment out. Why more calls for cheap calls: 4 ranks
-// on 2 CPUs, one call of a few microseconds takes 4 or 120 depending on where the scheduler
-// switched, so a few calls decide by chance. A key runs as many timed calls
-// per candidate as fill kBudgetUs of the model's prediction, from
-// `rounds` - 1 to kMostRounds - 1, split over the passes: 15 at 128 KiB,
-// 3 at 8 MiB there.
+// candidate's three segments leaves one slow segment out. Why more calls for
+// cheap calls: 4 ranks on 2 CPUs, one call of a few microseconds takes 4 or
+// 120 depending on where the scheduler switched, so a few calls decide by
+// chance. A key runs as many timed calls per candidate as fill kBudgetUs of
+// the model's prediction, from `rounds` - 1 to kMostRounds - 1 (rounded up
+// to a multiple of kPasses), split over the passes: 15 at 128 KiB, 3 at
+// 8 MiB there.
 //
 // Why at all: the model's constants come from a calibration of the links, but
 // which algorithm wins also depends on what it does not see (the cache, how

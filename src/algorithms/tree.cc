@@ -128,9 +128,10 @@ Status runTrees(CollContext& ctx, const CollArgs& a, TreeMode mode, std::span<co
 
   // Over TCP a down chunk is read from the socket straight into buf: every
   // message a lane receives is named in the lane's order, up chunks (folded
-  // from the slot) with no address. Landing early is safe: down chunk k of a
-  // tree overwrites only what this rank sent up as chunk k, and the parent
-  // sends it down only after it received that chunk whole.
+  // from the slot) with no address. Landing early is safe: in a broadcast
+  // buf is only output; in an allreduce down chunk k of a tree overwrites
+  // only what this rank sent up as chunk k, which the parent received whole
+  // (so the socket has read it) before it sends chunk k down.
   for (const Lane& l : in) {
     RecvChannel& ch = ctx.recvFrom(l.peer);
     if (!ch.canLand()) continue;
