@@ -1951,7 +1951,7 @@ TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
     // within the noise of a few calls, so the model's choice stays.
     const int mb = static_cast<int>(closeCall.size());
     for (int call = 0; call < OnlineTuner::kPasses * mb * segment; ++call) {
-      const int k = online.trialCall(call, mb, segment).candidate;
+      const int k = OnlineTuner::trialCall(call, mb, segment).candidate;
       if (online.choose(close, ctx).alg != closeCall[k].alg)
         return makeError(weftInternalError, "close call %d ran another candidate", call);
       WEFT_RETURN_IF_ERROR(online.ran(ctx, k == 0 ? 20 : k == mb - 1 ? 19 : 40));

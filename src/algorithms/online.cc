@@ -84,7 +84,6 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
     Trials t;
     t.candidates = trialChoices(args.kind, bytes, tuner->shape(), tuner->params(), allAlgorithms(),
                                 envRestrictions(), spread_, most_);
-    t.runUs.assign(t.candidates.size(), 0.0);
     t.segmentUs.assign(t.candidates.size(), {});
     t.segment = segmentFor(roundsFor(t.candidates.front().predictedUs));
     if (t.candidates.size() == 1) {
@@ -112,11 +111,10 @@ Status OnlineTuner::ran(CollContext& ctx, double us) {
   Trials* t = &timing_->second;
   timing_ = nullptr;
   const TrialCall call = trialCall(t->calls, static_cast<int>(t->candidates.size()), t->segment);
-  double& run = t->runUs[call.candidate];
-  if (call.timed) run += us;
+  if (call.timed) t->runUs += us;
   if ((t->calls + 1) % t->segment == 0) {
-    t->segmentUs[call.candidate][call.pass] = run / (t->segment - 1);
-    run = 0;
+    t->segmentUs[call.candidate][call.pass] = t->runUs / (t->segment - 1);
+    t->runUs = 0;
   }
   if (++t->calls < t->total()) return Status::ok();
   pending_.store(false, std::memory_order_release);

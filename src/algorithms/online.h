@@ -107,7 +107,7 @@ class OnlineTuner {
   using Key = std::tuple<int, int, size_t>;
   struct Trials {
     std::vector<Choice> candidates;
-    std::vector<double> runUs;                           // this segment's timed sum, per candidate
+    double runUs = 0;                                    // the timed sum of the segment under way
     std::vector<std::array<double, kPasses>> segmentUs;  // each segment's mean, per candidate
     int segment = 0;                                     // calls per segment
     int calls = 0;
