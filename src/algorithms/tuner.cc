@@ -499,9 +499,14 @@ double bcChain(const Model& m, double N, size_t* chunk) {
 }
 double bcDirect(const Model& m, double N, size_t*) {
   // Every non-root reads the root's pages: the reads serialise at the root,
-  // which waits for all of them.
+  // which waits for all of them. Serialised, each read has a CPU to itself
+  // on an oversubscribed host too, so the reads pay the link's own rate,
+  // not a CPU's share (Model::beta): 4 ranks on 2 CPUs, 128 KiB-8 MiB,
+  // direct took 2.3-2.8x one read's time (45 us at 128 KiB, 693 at 2 MiB,
+  // medians of 20), where the CPU's share put it at 6x.
   const LinkClass c = LinkClass::Cma;
-  return m.step(LinkClass::Shm, m.n - 1) + m.alpha(c) + (m.n - 1) * N * m.beta(c);
+  const double perByte = 1e-3 / m.p.link[static_cast<int>(c)].gbps;
+  return m.step(LinkClass::Shm, m.n - 1) + m.alpha(c) + (m.n - 1) * N * perByte;
 }
 double bcBinomial(const Model& m, double N, size_t*) {
   // Pipelined one slot at a time, but the root sends every chunk
@@ -624,7 +629,7 @@ constexpr Entry kFormulas[] = {
     {"allreduce", "recdoubling", arRecDoubling, kProtoSimple, false, true, true},
     {"allreduce", "hier", arHier, kProtoSimple, true, false, false},
     {"reducescatter", "ring", rsRing, kProtoSimple, true, false, false},
-    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, false, true},
+    {"reducescatter", "rhd", rsRhd, kProtoSimple, false, true, true},
     {"reducescatter", "hier", rsHier, kProtoSimple, true, false, false},
     {"allgather", "ring", agRing, kProtoSimple, true, false, false},
     {"allgather", "direct", agDirect, kProtoCma, true, false, false},
