@@ -585,10 +585,12 @@ struct Entry {
 // extra step (forced at 4 ranks on 2 CPUs with weftrun's pinning, medians
 // of 7-8 in three sweeps: recursive doubling allreduce beat the ring up to
 // 32 KiB and lost from 128 KiB, which the exchanges' byte cost
-// (Model::paired) gives). rhd reduce-scatter is not: with the 50-round spin
-// it beat the ring by 1.03-1.31x up to 8 KiB, but with no spin
-// (progress.cc) the ring won by 1.12-1.25x at 2-32 KiB in two sweeps, and
-// from 32 KiB in all. Bruck all-to-all, which also waits on one partner
+// (Model::paired) gives). So is rhd reduce-scatter: the ring won at 2-32 KiB
+// by 1.12-1.25x in two early sweeps with no spin (progress.cc), but since
+// (down chunks landing, the rotating trials) rhd beat it by 1.10-1.33x at
+// every size from 32 B to 32 KiB in one sweep (AMD EPYC, 2 vCPUs, 20 forced
+// runs each) and by up to 1.18x in three others, and the model takes it up
+// to 32 KiB in all. Bruck all-to-all, which also waits on one partner
 // per step, is a candidate: forced there over shared memory with the
 // short spin, it beat pairwise by 1.5-1.9x from 32 B to 8 KiB in two runs
 // (median of 8 each); pinned with no spin, by 1.16-1.4x up to 8 KiB, and
