@@ -524,8 +524,8 @@ TEST(TunerOversubscribed, FourRanksOnTwoCpusTakeRecursiveDoublingWhenSmall) {
   for (size_t bytes : {size_t{256} << 10, size_t{8} << 20})
     EXPECT_EQ(pick(CollKind::AllReduce, bytes, s), "ring") << bytes;
   // Reduce-scatter: recursive halving's two steps while latency dominates
-  // (it beat the ring by 1.10-1.33x from 32 B to 32 KiB in all, 20 forced
-  // runs each), the ring once its halves' bytes count.
+  // (in one sweep it beat the ring by 1.10-1.33x from 32 B to 32 KiB in
+  // all, 20 forced runs each), the ring once its halves' bytes count.
   for (size_t perRank : {size_t{2}, size_t{2} << 10})
     EXPECT_EQ(pick(CollKind::ReduceScatter, perRank, s), "rhd") << perRank;
   EXPECT_EQ(pick(CollKind::ReduceScatter, size_t{2} << 20, s), "ring");
@@ -563,7 +563,7 @@ TEST(TunerOversubscribed, FourRanksOnTwoCpusTakeRecursiveDoublingWhenSmall) {
 // Direct broadcast's readers take turns at the root's pages, so on an
 // oversubscribed host each still reads at the link's rate: the model must
 // not charge them a CPU's share, or online tuning never times direct where
-// it ran fastest (4 ranks on 2 CPUs, 128 KiB-8 MiB, with the single-copy
+// it ran fastest in one sweep (4 ranks on 2 CPUs, 128 KiB-8 MiB, with the single-copy
 // figures a calibration measured there: a third to a half of the chain's
 // prediction, against a binomial tree predicted below the chain).
 TEST(TunerOversubscribed, DirectBroadcastReadsAtTheLinksRate) {

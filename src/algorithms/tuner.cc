@@ -503,7 +503,8 @@ double bcDirect(const Model& m, double N, size_t*) {
   // on an oversubscribed host too, so the reads pay the link's own rate,
   // not a CPU's share (Model::beta): 4 ranks on 2 CPUs, 128 KiB-8 MiB,
   // direct took 2.3-2.8x one read's time (45 us at 128 KiB, 693 at 2 MiB,
-  // medians of 20), where the CPU's share put it at 6x.
+  // medians of 20; faster than the chain there in that sweep, not in the
+  // next), where the CPU's share put it at 6x and the trials never timed it.
   const LinkClass c = LinkClass::Cma;
   const double perByte = 1e-3 / m.p.link[static_cast<int>(c)].gbps;
   return m.step(LinkClass::Shm, m.n - 1) + m.alpha(c) + (m.n - 1) * N * perByte;
@@ -589,8 +590,9 @@ struct Entry {
 // by 1.12-1.25x in two early sweeps with no spin (progress.cc), but since
 // (down chunks landing, the rotating trials) rhd beat it by 1.10-1.33x at
 // every size from 32 B to 32 KiB in one sweep (AMD EPYC, 2 vCPUs, 20 forced
-// runs each) and by up to 1.18x in three others, and the model takes it up
-// to 32 KiB in all. Bruck all-to-all, which also waits on one partner
+// runs each) and by up to 1.18x in three others; the next sweep had the
+// ring ahead by up to 1.13x at 2-32 KiB (a tie within this host's noise),
+// where the trials decide. The model takes it up to 32 KiB in all. Bruck all-to-all, which also waits on one partner
 // per step, is a candidate: forced there over shared memory with the
 // short spin, it beat pairwise by 1.5-1.9x from 32 B to 8 KiB in two runs
 // (median of 8 each); pinned with no spin, by 1.16-1.4x up to 8 KiB, and
