@@ -592,7 +592,8 @@ struct Entry {
 // every size from 32 B to 32 KiB in one sweep (AMD EPYC, 2 vCPUs, 20 forced
 // runs each) and by up to 1.18x in three others; the next sweep had the
 // ring ahead by up to 1.13x at 2-32 KiB (a tie within this host's noise),
-// where the trials decide. The model takes it up to 32 KiB in all. Bruck all-to-all, which also waits on one partner
+// where the trials decide. The model takes it up to 32 KiB in all.
+// Bruck all-to-all, which also waits on one partner
 // per step, is a candidate: forced there over shared memory with the
 // short spin, it beat pairwise by 1.5-1.9x from 32 B to 8 KiB in two runs
 // (median of 8 each); pinned with no spin, by 1.16-1.4x up to 8 KiB, and
