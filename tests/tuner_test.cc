@@ -563,9 +563,10 @@ TEST(TunerOversubscribed, FourRanksOnTwoCpusTakeRecursiveDoublingWhenSmall) {
 // Direct broadcast's readers take turns at the root's pages, so on an
 // oversubscribed host each still reads at the link's rate: the model must
 // not charge them a CPU's share, or online tuning never times direct where
-// it ran fastest in one sweep (4 ranks on 2 CPUs, 128 KiB-8 MiB, with the single-copy
-// figures a calibration measured there: a third to a half of the chain's
-// prediction, against a binomial tree predicted below the chain).
+// it ran fastest in one sweep (4 ranks on 2 CPUs, 128 KiB-8 MiB, with the
+// single-copy figures a calibration measured there: charged a CPU's share,
+// direct lay beyond 3x of the cheapest prediction, the binomial tree's, at
+// every one of those sizes).
 TEST(TunerOversubscribed, DirectBroadcastReadsAtTheLinksRate) {
   TunerShape s = shape(4);
   TunerParams p = defaultTunerParams();
