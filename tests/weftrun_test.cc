@@ -188,6 +188,53 @@ TEST(Weftrun, SetsEnvironmentPerRank) {
   EXPECT_EQ(secrets.size(), 1u) << "all ranks must share one secret";
 }
 
+// Lines "[tag] a b c ..." of a --tag-output run, by tag.
+std::map<int, std::vector<std::string>> FieldsByRank(const std::string& out) {
+  std::map<int, std::vector<std::string>> rows;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    char open = 0, close = 0;
+    int tag = -1;
+    fields >> open >> tag >> close;
+    if (!fields || open != '[' || close != ']') {
+      ADD_FAILURE() << "unexpected line: " << line;
+      continue;
+    }
+    std::string f;
+    while (fields >> f) rows[tag].push_back(f);
+  }
+  return rows;
+}
+
+// 5 ranks on 2 hosts: rank i on host i * 2 / 5, so ranks 0-2 on the first
+// and 3-4 on the second, as by-slot mapping fills one node first; local ranks
+// count from 0 on each host. Without --hosts no rank gets a host identity.
+TEST(Weftrun, HostsDealsRanksInBlocksWithLocalRanksAndHostIds) {
+  Result r = RunWeftrun({"-n", "5", "--hosts", "2", "--tag-output", "sh", "-c",
+                         "echo $WEFT_LOCAL_RANK $WEFT_LOCAL_SIZE ${WEFT_HOSTID:-none}"},
+                        seconds(20));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = FieldsByRank(r.out);
+  const std::vector<std::vector<std::string>> want = {{"0", "3", "weftrun-host0"},
+                                                      {"1", "3", "weftrun-host0"},
+                                                      {"2", "3", "weftrun-host0"},
+                                                      {"0", "2", "weftrun-host1"},
+                                                      {"1", "2", "weftrun-host1"}};
+  ASSERT_EQ(rows.size(), want.size()) << r.out;
+  for (int rank = 0; rank < 5; ++rank) EXPECT_EQ(rows.at(rank), want[rank]) << "rank " << rank;
+
+  Result plain =
+      RunWeftrun({"-n", "2", "--tag-output", "sh", "-c", "echo ${WEFT_HOSTID:-none}"}, seconds(20));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  for (const auto& [rank, fields] : FieldsByRank(plain.out))
+    EXPECT_EQ(fields, std::vector<std::string>{"none"}) << "rank " << rank;
+
+  EXPECT_EQ(RunWeftrun({"-n", "2", "--hosts", "3", "true"}, seconds(20)).code, 2);
+  EXPECT_EQ(RunWeftrun({"-n", "2", "--hosts", "0", "true"}, seconds(20)).code, 2);
+}
+
 TEST(Weftrun, ExplicitPort) {
   Result r = RunWeftrun(
       {"-n", "2", "--port", "23456", "--tag-output", "sh", "-c", "echo $WEFT_ADDR"}, seconds(20));

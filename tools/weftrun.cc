@@ -6,6 +6,14 @@
 // Each rank i gets WEFT_RANK=i, WEFT_WORLD_SIZE=N, WEFT_LOCAL_RANK=i,
 // WEFT_LOCAL_SIZE=N, WEFT_ADDR=127.0.0.1:PORT and a shared random WEFT_SECRET.
 //
+// --hosts H deals the ranks to H simulated hosts in blocks (rank i on host
+// i * H / N, as mpirun's default by-slot mapping fills one node before the
+// next): each rank gets WEFT_HOSTID naming its host and its local rank and
+// size within it, so ranks of one host share memory and the rest talk TCP
+// over loopback. It is how the cross-host algorithms (hier) and the tuner's
+// choices for several hosts are exercised on one machine; the ranks still
+// share this machine's CPUs, which a real cluster's hosts do not.
+//
 // Lifetime rules:
 //  - all ranks live in one process group led by rank 0, so that a signal to
 //    the group also reaches anything a rank started;
@@ -75,6 +83,9 @@ void PrintUsage(FILE* out) {
                "  --timeout S     kill all ranks after S seconds, exit %d\n"
                "  --bind-to W     core (the default): pin rank i to allowed CPU i mod C;\n"
                "                  none: no pinning\n"
+               "  --hosts H       deal the ranks to H simulated hosts in blocks (rank i\n"
+               "                  on host i*H/N): WEFT_HOSTID, WEFT_LOCAL_RANK and\n"
+               "                  WEFT_LOCAL_SIZE per host; TCP between hosts\n"
                "  -h, --help      show this help\n"
                "\n"
                "Exit code: 0 if every rank exits 0, else the first failing rank's\n"
@@ -96,6 +107,7 @@ struct Options {
   int nranks = 0;
   bool tag_output = false;
   int port = 0;            // 0: pick a free one
+  int hosts = 1;           // simulated hosts the ranks are dealt to
   double timeout_s = 0.0;  // 0: none
   enum class Bind { kCore, kNone } bind = Bind::kCore;
   std::vector<char*> argv;  // prog + args, null-terminated
@@ -163,6 +175,11 @@ Options ParseArgs(int argc, char** argv) {
         o.bind = Options::Bind::kNone;
       else
         UsageError("bad --bind-to '%s' (core or none)", argv[i]);
+    } else if (is_opt(arg, "--hosts")) {
+      const char* v = value(arg, "--hosts");
+      auto h = ParseLong(v);
+      if (!h || *h < 1 || *h > kMaxRanks) UsageError("bad host count '%s' (1..ranks)", v);
+      o.hosts = static_cast<int>(*h);
     } else if (is_opt(arg, "--timeout")) {
       const char* v = value(arg, "--timeout");
       auto t = ParseSeconds(v);
@@ -173,6 +190,7 @@ Options ParseArgs(int argc, char** argv) {
     }
   }
   if (o.nranks == 0) UsageError("%s", "missing -n N");
+  if (o.hosts > o.nranks) UsageError("%s", "--hosts is larger than the rank count");
   if (i >= argc) UsageError("%s", "missing program to run");
   for (; i < argc; ++i) o.argv.push_back(argv[i]);
   o.argv.push_back(nullptr);
@@ -341,6 +359,17 @@ class Launcher {
     }
   }
 
+  struct HostSlot {
+    int host, localRank, localSize;
+  };
+  // Host h holds the ranks r with r * H / N == h: from ceil(h * N / H) on.
+  HostSlot HostOf(int r) const {
+    const long n = opts_.nranks, h = opts_.hosts;
+    const long host = r * h / n;
+    auto first = [&](long k) { return static_cast<int>((k * n + h - 1) / h); };
+    return {static_cast<int>(host), r - first(host), first(host + 1) - first(host)};
+  }
+
   void Spawn(int r, const std::string& addr, const std::string& secret) {
     Rank& rk = ranks_[static_cast<size_t>(r)];
     rk.prefix = Format("[%d] ", r);
@@ -383,8 +412,10 @@ class Launcher {
       const std::string n = std::to_string(opts_.nranks), i = std::to_string(r);
       setenv("WEFT_RANK", i.c_str(), 1);
       setenv("WEFT_WORLD_SIZE", n.c_str(), 1);
-      setenv("WEFT_LOCAL_RANK", i.c_str(), 1);
-      setenv("WEFT_LOCAL_SIZE", n.c_str(), 1);
+      const HostSlot slot = HostOf(r);
+      setenv("WEFT_LOCAL_RANK", std::to_string(slot.localRank).c_str(), 1);
+      setenv("WEFT_LOCAL_SIZE", std::to_string(slot.localSize).c_str(), 1);
+      if (opts_.hosts > 1) setenv("WEFT_HOSTID", Format("weftrun-host%d", slot.host).c_str(), 1);
       setenv("WEFT_ADDR", addr.c_str(), 1);
       setenv("WEFT_SECRET", secret.c_str(), 1);
       execvp(opts_.argv[0], opts_.argv.data());
