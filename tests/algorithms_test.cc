@@ -1980,6 +1980,61 @@ TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
   EXPECT_EQ(firstError(st), "");
 }
 
+// Long segments leave their longest call out: one stall of a time slice in
+// a segment of five calls is the host's, not the algorithm's. Two are not.
+TEST(OnlineTuner, LongSegmentsLeaveTheirLongestCallOut) {
+  const int n = 3, rounds = OnlineTuner::kMostRounds;
+  const int segment = OnlineTuner::segmentFor(rounds);
+  ASSERT_GE(segment - 1, OnlineTuner::kTrimFrom);
+  TunerShape shape;
+  shape.nranks = n;
+  shape.ranksPerHost = n;
+  shape.slotBytes = kRoomy.slotBytes;
+  const Tuner tuner(shape, defaultTunerParams());
+  CollArgs a;
+  a.kind = CollKind::AllReduce;
+  a.count = 1024;
+  a.dtype = weftFloat32;
+  const std::vector<Choice> candidates = trialChoices(
+      a.kind, a.count * 4, shape, defaultTunerParams(), allAlgorithms(), envRestrictions(), 1e9, 3);
+  ASSERT_GE(candidates.size(), 2u);
+  const int m = static_cast<int>(candidates.size());
+  // Every candidate but the model's choice takes 12 us a call. The model's
+  // choice takes 10, but on rank 1 one call of 400 lands in each of the
+  // first two passes: untrimmed, that rank's median segment is 88 and a
+  // runner-up would win. With `stalls` such calls per segment instead, the
+  // trimmed mean is still 88 ((3 x 10 + 400) / 4 = 107.5 for two) and the
+  // runner-up wins.
+  auto decide = [&](int stalls) -> const Algorithm* {
+    const Algorithm* kept = nullptr;
+    const auto st = runWorld(n, kRoomy, [&](CollContext& base) -> Status {
+      auto& ctx = static_cast<TestContext&>(base);
+      ctx.useTuner(&tuner);
+      OnlineTuner online(rounds, 0, 1e9, 3);
+      for (int call = 0; call < OnlineTuner::kPasses * m * segment; ++call) {
+        const OnlineTuner::TrialCall tc = OnlineTuner::trialCall(call, m, segment);
+        (void)online.choose(a, ctx);
+        const int within = call % segment;
+        double us = tc.candidate == 0 ? 10 : 12;
+        if (tc.candidate == 0 && ctx.rank() == 1 && tc.pass < 2 && within >= 1 && within <= stalls)
+          us = 400;
+        if (!tc.timed) us = 1e6;
+        WEFT_RETURN_IF_ERROR(online.ran(ctx, us));
+      }
+      if (online.pending()) return makeError(weftInternalError, "still pending");
+      const Algorithm* mine = online.choose(a, ctx).alg;
+      if (ctx.rank() == 0) kept = mine;
+      return Status::ok();
+    });
+    EXPECT_EQ(firstError(st), "");
+    return kept;
+  };
+  EXPECT_EQ(decide(1), candidates[0].alg);
+  const Algorithm* twice = decide(2);
+  EXPECT_NE(twice, candidates[0].alg);
+  EXPECT_NE(twice, nullptr);
+}
+
 // Hierarchical algorithms over faked host layouts (CollContext::hostOf).
 
 struct HostsScope {

@@ -111,10 +111,16 @@ Status OnlineTuner::ran(CollContext& ctx, double us) {
   Trials* t = &timing_->second;
   timing_ = nullptr;
   const TrialCall call = trialCall(t->calls, static_cast<int>(t->candidates.size()), t->segment);
-  if (call.timed) t->runUs += us;
+  if (call.timed) {
+    t->runUs += us;
+    t->runMaxUs = std::max(t->runMaxUs, us);
+  }
   if ((t->calls + 1) % t->segment == 0) {
-    t->segmentUs[call.candidate][call.pass] = t->runUs / (t->segment - 1);
+    const int timed = t->segment - 1;
+    t->segmentUs[call.candidate][call.pass] =
+        timed >= kTrimFrom ? (t->runUs - t->runMaxUs) / (timed - 1) : t->runUs / timed;
     t->runUs = 0;
+    t->runMaxUs = 0;
   }
   if (++t->calls < t->total()) return Status::ok();
   pending_.store(false, std::memory_order_release);

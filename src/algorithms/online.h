@@ -30,6 +30,17 @@
 // to a multiple of kPasses), split over the passes: 15 at 128 KiB, 3 at
 // 8 MiB there.
 //
+// Why the longest call of a segment is left out (segments of kTrimFrom
+// timed calls or more, the calls of a few hundred microseconds or less): on
+// an oversubscribed host one call in a few dozen waits out a peer's time
+// slice, 100-400 us against 1-10, and a mean of five calls carries it
+// whole. One such call in each of two segments set the slowest rank's
+// median: 4 ranks as 2 hosts on 2 CPUs, reduce of 8 B, binomial trials 32 us
+// a call (rank 1: 0.5-0.9 us a call bar one call of 155 and one of 378),
+// chain 13-19, so the trials took the chain in 4 runs of 4, where loops of
+// 30 calls ran it in 12.1 us a call and binomial in 7.8 (slowest rank,
+// median of 5 runs): no room there for such a stall every few calls.
+//
 // Why at all: the model's constants come from a calibration of the links, but
 // which algorithm wins also depends on what it does not see (the cache, how
 // a hypervisor schedules oversubscribed ranks). Fitted on one 2-CPU VM, its
@@ -69,6 +80,9 @@ class OnlineTuner {
   static constexpr double kBudgetUs = 4000;
   static constexpr int kMostRounds = 16;
   static constexpr int kPasses = 3;
+  // A segment of at least this many timed calls leaves its longest out of
+  // its mean (see the top of this file).
+  static constexpr int kTrimFrom = 4;
   // rounds >= 2 (one untimed, then timed ones) is the fewest; budgetUs as
   // kBudgetUs (0: always `rounds`); candidates within `spread` times the
   // model's cheapest prediction, at most `most`.
@@ -108,6 +122,7 @@ class OnlineTuner {
   struct Trials {
     std::vector<Choice> candidates;
     double runUs = 0;                                    // the timed sum of the segment under way
+    double runMaxUs = 0;                                 // and its longest timed call
     std::vector<std::array<double, kPasses>> segmentUs;  // each segment's mean, per candidate
     int segment = 0;                                     // calls per segment
     int calls = 0;
