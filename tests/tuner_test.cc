@@ -4,6 +4,7 @@
 // make the choices the measured size rules made, and the calibration at
 // communicator creation (real ranks) with its file round trip.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -681,6 +682,98 @@ TEST(TunerOversubscribed, HostCpusAreTheUnionOfTheRanksMasks) {
   int bits = 0;
   for (uint64_t w : mask) bits += __builtin_popcountll(w);
   EXPECT_GE(bits, 1);
+}
+
+TEST(CpuBind, SpreadCpuDealsTheRanksSharingAMaskOverItsCpus) {
+  auto rec = [](std::initializer_list<int> cpus, uint32_t machine = 7) {
+    CpuRecord r;
+    for (int c : cpus) r.mask[c / 64] |= uint64_t{1} << (c % 64);
+    r.count = static_cast<uint32_t>(cpus.size());
+    r.machine = machine;
+    return r;
+  };
+  auto spread = [](std::span<const CpuRecord> ranks) {
+    std::vector<int> cpus;
+    for (int r = 0; r < static_cast<int>(ranks.size()); ++r) cpus.push_back(spreadCpuFor(ranks, r));
+    return cpus;
+  };
+  // Four ranks left on the same two CPUs (2 and 65): dealt round-robin.
+  const CpuRecord shared[] = {rec({2, 65}), rec({2, 65}), rec({2, 65}), rec({2, 65})};
+  EXPECT_EQ(spread(shared), (std::vector<int>{2, 65, 2, 65}));
+  // Two groups by mask, interleaved by rank: each group counts on its own.
+  const CpuRecord groups[] = {rec({0, 1}), rec({2, 3}), rec({0, 1}), rec({2, 3})};
+  EXPECT_EQ(spread(groups), (std::vector<int>{0, 2, 1, 3}));
+  // A launcher bound them already, a mask no one else shares, another
+  // machine, an unknown machine, an unknown count: left alone.
+  const CpuRecord bound[] = {rec({0}), rec({1}), rec({0})};
+  EXPECT_EQ(spread(bound), (std::vector<int>{-1, -1, -1}));
+  const CpuRecord alone[] = {rec({0, 1}), rec({0, 1, 2})};
+  EXPECT_EQ(spread(alone), (std::vector<int>{-1, -1}));
+  const CpuRecord machines[] = {rec({0, 1}, 1), rec({0, 1}, 2)};
+  EXPECT_EQ(spread(machines), (std::vector<int>{-1, -1}));
+  const CpuRecord unknown[] = {rec({0, 1}, 0), rec({0, 1}, 0)};
+  EXPECT_EQ(spread(unknown), (std::vector<int>{-1, -1}));
+  CpuRecord uncounted[] = {rec({0, 1}), rec({0, 1})};
+  uncounted[0].count = uncounted[1].count = 0;
+  EXPECT_EQ(spread(uncounted), (std::vector<int>{-1, -1}));
+}
+
+// This process's CPUs, in order.
+std::vector<int> allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+TEST(CpuBind, BindsEachRankToItsShareOfTheMaskWhereAsked) {
+  const std::vector<int> mine = allowedCpus();
+  if (mine.size() < 2) GTEST_SKIP() << "this process may run on one CPU only";
+  // core: rank i on the (i mod C)-th allowed CPU, and the collectives still
+  // run (the engine thread, started later, inherits the binding).
+  auto boundInTurn = [mine](weftComm_t comm, int rank, int n) {
+    const std::vector<int> now = allowedCpus();
+    RANK_ASSERT(now.size() == 1) << now.size() << " CPUs";
+    RANK_EXPECT_EQ(now[0], mine[static_cast<size_t>(rank) % mine.size()]);
+    std::vector<float> x(1000, float(rank + 1));
+    RANK_CHECK_OK(weftAllReduce(x.data(), x.data(), x.size(), weftFloat32, weftSum, comm, nullptr));
+    RANK_EXPECT(x[999] == float(n * (n + 1) / 2));
+  };
+  auto unbound = [mine](weftComm_t, int, int) { RANK_EXPECT(allowedCpus() == mine); };
+  test::RunOptions core;
+  core.env = {{"WEFT_CPU_BIND", "core"}, {"WEFT_TUNER_CALIBRATE", "0"}};
+  test::runRanks(3, boundInTurn, core);
+  // auto: only where the ranks outnumber the CPUs.
+  test::RunOptions crowded;
+  crowded.env = {
+      {"WEFT_CPU_BIND", "auto"}, {"WEFT_TUNER_HOST_CPUS", "1"}, {"WEFT_TUNER_CALIBRATE", "0"}};
+  test::runRanks(2, boundInTurn, crowded);
+  test::RunOptions roomy;
+  roomy.env = {
+      {"WEFT_CPU_BIND", "auto"}, {"WEFT_TUNER_HOST_CPUS", "64"}, {"WEFT_TUNER_CALIBRATE", "0"}};
+  test::runRanks(2, unbound, roomy);
+  // none, the default: the launcher's masks stay.
+  test::RunOptions none;
+  none.env = {{"WEFT_TUNER_CALIBRATE", "0"}};
+  test::runRanks(2, unbound, none);
+}
+
+TEST(CpuBind, AnUnknownValueFailsInitAndSaysWhatWorks) {
+  test::RunOptions opts;
+  opts.env = {{"WEFT_CPU_BIND", "cores"}, {"WEFT_TUNER_CALIBRATE", "0"}};
+  test::runRanksRaw(
+      2,
+      [](const test::RankContext& ctx) {
+        weftComm_t comm = nullptr;
+        RANK_EXPECT_RESULT(ctx.initComm(&comm), weftInvalidArgument);
+        const std::string why = weftGetLastError(nullptr);
+        RANK_EXPECT(why.find("WEFT_CPU_BIND is 'cores'") != std::string::npos) << why;
+        RANK_EXPECT(why.find("none, auto") != std::string::npos) << why;
+      },
+      opts);
 }
 
 TEST(RingOrder, GroupsRanksByHostThenPackageAndCache) {

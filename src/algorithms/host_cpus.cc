@@ -135,6 +135,29 @@ bool machineOversubscribed(std::span<const CpuRecord> ranks) {
   return cpus > 0 && cpus < most;
 }
 
+int spreadCpuFor(std::span<const CpuRecord> ranks, int me) {
+  const CpuRecord& mine = ranks[static_cast<size_t>(me)];
+  if (mine.machine == 0 || mine.count < 2) return -1;
+  auto sameMask = [&](const CpuRecord& r) {
+    return r.machine == mine.machine && std::equal(r.mask, r.mask + 16, mine.mask);
+  };
+  int index = 0, sharers = 0;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (!sameMask(ranks[r])) continue;
+    if (static_cast<int>(r) < me) ++index;
+    ++sharers;
+  }
+  if (sharers < 2) return -1;
+  int cpus = 0;
+  for (uint64_t w : mine.mask) cpus += std::popcount(w);
+  if (cpus < 2) return -1;  // the mask is cut at 1024 CPUs: none of it may be listed
+  int want = index % cpus;
+  for (int c = 0; c < 1024; ++c) {
+    if (((mine.mask[c / 64] >> (c % 64)) & 1) && want-- == 0) return c;
+  }
+  return -1;
+}
+
 namespace {
 
 uint32_t bootIdHash() {
@@ -199,6 +222,7 @@ Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* 
   out->ownHostCpus = std::max(answer[1], 0);
   out->machineOversubscribed = answer[2] != 0;
   out->ringOrder = ringOrderFor(all, hostOf);
+  out->spreadCpu = spreadCpuFor(all, ctx.rank());
   out->cacheShareBytes = 0;
   if (mine.cacheKiB > 0) {
     const int me = ctx.rank();

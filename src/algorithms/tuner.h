@@ -262,6 +262,14 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
 // (an unknown machine is one of its own).
 bool machineOversubscribed(std::span<const CpuRecord> ranks);
 // What the ranks' CPU records tell a communicator (agreeCpuLayout).
+// The CPU rank `me` takes when the ranks that share its machine
+// (CpuRecord::machine) and exactly its CPU mask spread over that mask: the
+// i-th of them in rank order on the (i mod C)-th of the mask's C CPUs, as
+// weftrun and mpirun --bind-to core do. -1 where its mask holds one CPU or
+// is unknown, its machine is unknown, or no other rank shares the mask (a
+// launcher bound the ranks already).
+int spreadCpuFor(std::span<const CpuRecord> ranks, int me);
+
 struct CpuLayout {
   // Per host, the CPUs its ranks may run on together: the union of their
   // masks, capped by the smallest quota. The host with the most ranks per
@@ -276,6 +284,8 @@ struct CpuLayout {
   bool machineOversubscribed = false;
   // The ranks in ring order (ringOrderFor).
   std::vector<int> ringOrder;
+  // spreadCpuFor this rank (WEFT_CPU_BIND binds it there); -1: none.
+  int spreadCpu = -1;
   // This rank's last-level cache over the ranks of its host whose lowest
   // CPU shares it (all of them when unbound); 0 when the size is unknown.
   size_t cacheShareBytes = 0;
