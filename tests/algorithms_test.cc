@@ -1870,35 +1870,48 @@ TEST(AlgorithmsTest, DoubleTreeLayout) {
 // candidate later each pass; then every rank keeps the one whose slowest
 // rank's median segment mean was fastest, never counting a segment's
 // untimed first call.
+// n ranks on one host with room for each, the model's tuner for them and
+// a float allreduce of 1024 elements whose trials the tests script.
+struct TrialWorld {
+  explicit TrialWorld(int n) : shape(shapeFor(n)), tuner(shape, defaultTunerParams()) {
+    a.kind = CollKind::AllReduce;
+    a.count = 1024;
+    a.dtype = weftFloat32;
+  }
+  static TunerShape shapeFor(int n) {
+    TunerShape s;
+    s.nranks = n;
+    s.ranksPerHost = n;
+    s.slotBytes = kRoomy.slotBytes;
+    return s;
+  }
+  // Every candidate the model ranks, up to three.
+  std::vector<Choice> candidates(const CollArgs& call) const {
+    return trialChoices(call.kind, call.count * dtypeSize(call.dtype), shape, defaultTunerParams(),
+                        allAlgorithms(), envRestrictions(), 1e9, 3);
+  }
+  TunerShape shape;
+  Tuner tuner;
+  CollArgs a;
+};
+
 TEST(OnlineTuner, EveryRankKeepsTheCandidateWhoseSlowestRankWasFastest) {
   static_assert(OnlineTuner::kPasses == 3, "the times below are written for three passes");
   const int n = 4, rounds = 7;  // 6 timed calls per candidate: 2 per segment
   const int segment = OnlineTuner::segmentFor(rounds);
   ASSERT_EQ(segment, 3);
-  TunerShape shape;
-  shape.nranks = n;
-  shape.ranksPerHost = n;
-  shape.slotBytes = kRoomy.slotBytes;
-  const Tuner tuner(shape, defaultTunerParams());
-  CollArgs a;
-  a.kind = CollKind::AllReduce;
-  a.count = 1024;
-  a.dtype = weftFloat32;
-  const std::vector<Choice> candidates = trialChoices(
-      a.kind, a.count * 4, shape, defaultTunerParams(), allAlgorithms(), envRestrictions(), 1e9, 3);
+  const TrialWorld world(n);
+  const Tuner& tuner = world.tuner;
+  const CollArgs& a = world.a;
+  const std::vector<Choice> candidates = world.candidates(a);
   ASSERT_EQ(candidates.size(), 3u);
   CollArgs close = a;
   close.count = 1000;
-  const std::vector<Choice> closeCall =
-      trialChoices(close.kind, close.count * 4, shape, defaultTunerParams(), allAlgorithms(),
-                   envRestrictions(), 1e9, 3);
+  const std::vector<Choice> closeCall = world.candidates(close);
   ASSERT_GE(closeCall.size(), 2u);
   CollArgs cheap = a;
   cheap.count = 100;
-  const size_t cheapCandidates =
-      trialChoices(cheap.kind, cheap.count * 4, shape, defaultTunerParams(), allAlgorithms(),
-                   envRestrictions(), 1e9, 3)
-          .size();
+  const size_t cheapCandidates = world.candidates(cheap).size();
   ASSERT_GE(cheapCandidates, 2u);
   const int m = static_cast<int>(candidates.size());
   const int target = m - 1;  // the model's least favourite
@@ -1986,17 +1999,9 @@ TEST(OnlineTuner, LongSegmentsLeaveTheirLongestCallOut) {
   const int n = 3, rounds = OnlineTuner::kMostRounds;
   const int segment = OnlineTuner::segmentFor(rounds);
   ASSERT_GE(segment - 1, OnlineTuner::kTrimFrom);
-  TunerShape shape;
-  shape.nranks = n;
-  shape.ranksPerHost = n;
-  shape.slotBytes = kRoomy.slotBytes;
-  const Tuner tuner(shape, defaultTunerParams());
-  CollArgs a;
-  a.kind = CollKind::AllReduce;
-  a.count = 1024;
-  a.dtype = weftFloat32;
-  const std::vector<Choice> candidates = trialChoices(
-      a.kind, a.count * 4, shape, defaultTunerParams(), allAlgorithms(), envRestrictions(), 1e9, 3);
+  const TrialWorld world(n);
+  const CollArgs& a = world.a;
+  const std::vector<Choice> candidates = world.candidates(a);
   ASSERT_GE(candidates.size(), 2u);
   const int m = static_cast<int>(candidates.size());
   // Every candidate but the model's choice takes 12 us a call. The model's
@@ -2009,7 +2014,7 @@ TEST(OnlineTuner, LongSegmentsLeaveTheirLongestCallOut) {
     const Algorithm* kept = nullptr;
     const auto st = runWorld(n, kRoomy, [&](CollContext& base) -> Status {
       auto& ctx = static_cast<TestContext&>(base);
-      ctx.useTuner(&tuner);
+      ctx.useTuner(&world.tuner);
       OnlineTuner online(rounds, 0, 1e9, 3);
       for (int call = 0; call < OnlineTuner::kPasses * m * segment; ++call) {
         const OnlineTuner::TrialCall tc = OnlineTuner::trialCall(call, m, segment);

@@ -646,13 +646,19 @@ TEST(TunerOversubscribed, RanksOfHostsSharingAMachineCountTogether) {
   EXPECT_FALSE(machineOversubscribed(pods));
 }
 
+// A rank's record: these CPUs in its mask (and counted), a quota, a machine.
+CpuRecord cpuRecord(std::initializer_list<int> cpus, uint32_t quota = 0, uint32_t machine = 0) {
+  CpuRecord r;
+  for (int c : cpus) r.mask[c / 64] |= uint64_t{1} << (c % 64);
+  r.count = static_cast<uint32_t>(cpus.size());
+  r.quota = quota;
+  r.machine = machine;
+  return r;
+}
+
 TEST(TunerOversubscribed, HostCpusAreTheUnionOfTheRanksMasks) {
   auto rec = [](std::initializer_list<int> cpus, uint32_t quota = 0) {
-    CpuRecord r;
-    for (int c : cpus) r.mask[c / 64] |= uint64_t{1} << (c % 64);
-    r.count = static_cast<uint32_t>(cpus.size());
-    r.quota = quota;
-    return r;
+    return cpuRecord(cpus, quota);
   };
   const int oneHost[] = {0, 0, 0, 0};
   // A launcher binding each rank to a core of its own: 4 CPUs, not 1.
@@ -686,11 +692,7 @@ TEST(TunerOversubscribed, HostCpusAreTheUnionOfTheRanksMasks) {
 
 TEST(CpuBind, SpreadCpuDealsTheRanksSharingAMaskOverItsCpus) {
   auto rec = [](std::initializer_list<int> cpus, uint32_t machine = 7) {
-    CpuRecord r;
-    for (int c : cpus) r.mask[c / 64] |= uint64_t{1} << (c % 64);
-    r.count = static_cast<uint32_t>(cpus.size());
-    r.machine = machine;
-    return r;
+    return cpuRecord(cpus, 0, machine);
   };
   auto spread = [](std::span<const CpuRecord> ranks) {
     std::vector<int> cpus;

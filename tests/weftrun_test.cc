@@ -309,15 +309,8 @@ std::vector<int> AllowedCpus() {
 // /proc/self/status prints it ("3" or "0-1").
 std::map<int, std::string> RankCpuLists(const std::string& out) {
   std::map<int, std::string> lists;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    char open = 0, close = 0;
-    int tag = -1;
-    std::string key, list;
-    if (fields >> open >> tag >> close >> key >> list && key == "Cpus_allowed_list:")
-      lists[tag] = list;
+  for (const auto& [rank, fields] : FieldsByRank(out)) {
+    if (fields.size() == 2 && fields[0] == "Cpus_allowed_list:") lists[rank] = fields[1];
   }
   return lists;
 }
