@@ -261,7 +261,6 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
 // together (the union, as above), counting ranks by CpuRecord::machine
 // (an unknown machine is one of its own).
 bool machineOversubscribed(std::span<const CpuRecord> ranks);
-// What the ranks' CPU records tell a communicator (agreeCpuLayout).
 // The CPU rank `me` takes when the ranks that share its machine
 // (CpuRecord::machine) and exactly its CPU mask spread over that mask: the
 // i-th of them in rank order on the (i mod C)-th of the mask's C CPUs, as
@@ -270,6 +269,7 @@ bool machineOversubscribed(std::span<const CpuRecord> ranks);
 // launcher bound the ranks already).
 int spreadCpuFor(std::span<const CpuRecord> ranks, int me);
 
+// What the ranks' CPU records tell a communicator (agreeCpuLayout).
 struct CpuLayout {
   // Per host, the CPUs its ranks may run on together: the union of their
   // masks, capped by the smallest quota. The host with the most ranks per
