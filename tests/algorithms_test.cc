@@ -2007,8 +2007,8 @@ TEST(OnlineTuner, LongSegmentsLeaveTheirLongestCallOut) {
   // Every candidate but the model's choice takes 12 us a call. The model's
   // choice takes 10, but on rank 1 one call of 400 lands in each of the
   // first two passes: untrimmed, that rank's median segment is 88 and a
-  // runner-up would win. With `stalls` such calls per segment instead, the
-  // trimmed mean is still 88 ((3 x 10 + 400) / 4 = 107.5 for two) and the
+  // runner-up would win; trimmed, it is 10. With two such calls in each of
+  // those segments, the trimmed mean is (3 x 10 + 400) / 4 = 107.5 and the
   // runner-up wins.
   auto decide = [&](int stalls) -> const Algorithm* {
     const Algorithm* kept = nullptr;
