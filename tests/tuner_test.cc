@@ -593,6 +593,38 @@ TEST(TunerOversubscribed, DirectBroadcastReadsAtTheLinksRate) {
   }
 }
 
+// Below the per-peer size from which the model takes single copy (a fixed
+// 64 KiB, not a calibration), single-copy all-to-all still runs in the
+// trials from an eighth of it, so measurement can take it where it wins
+// (4 ranks on 2 CPUs, 32 KiB per peer: direct 34 us, pairwise 74); the
+// model's own choice does not change, and smaller blocks are not timed.
+TEST(TunerTrials, SingleCopyIsTimedFromAnEighthOfItsSize) {
+  TunerShape s = shape(4);
+  s.hostCpus = 2;
+  const TunerParams p = defaultTunerParams();
+  auto timesDirect = [&](size_t perPeer) {
+    const std::vector<Choice> trials =
+        trialChoices(CollKind::AllToAll, perPeer, s, p, allAlgorithms(), Restrictions{}, 100.0, 3);
+    for (const Choice& c : trials) {
+      if (std::string(c.alg->name) == "direct") return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(timesDirect(s.directMinBytes));
+  EXPECT_TRUE(timesDirect(s.directMinBytes / 2));
+  EXPECT_TRUE(timesDirect(s.directMinBytes / 8));
+  EXPECT_FALSE(timesDirect(s.directMinBytes / 8 - 4));
+  EXPECT_FALSE(timesDirect(1024));
+  for (size_t perPeer : {s.directMinBytes / 8, s.directMinBytes / 2})
+    EXPECT_STRNE(
+        chooseFor(CollKind::AllToAll, perPeer, s, p, allAlgorithms(), Restrictions{}).alg->name,
+        "direct")
+        << perPeer;
+  // No shared memory to publish: never.
+  s.canPublish = false;
+  EXPECT_FALSE(timesDirect(s.directMinBytes));
+}
+
 TEST(TunerOversubscribed, SchedZeroTurnsTheModelOff) {
   TunerParams p = defaultTunerParams();
   p.schedUs = 0;

@@ -792,7 +792,17 @@ struct Call {
   const Restrictions& restrictions;
   uint8_t protoAllowed;
   bool singleCopyPays;
+  bool singleCopyMayPay;  // worth a trial (trialChoices), below singleCopyPays' size
 };
+
+// Single copy is worth a trial from this fraction of the per-peer size from
+// which the model takes it (WEFT_SHM_DIRECT_MIN, 64 KiB): that size is a
+// constant, not a calibration, and below it single copy won where the
+// trials never timed it (4 ranks on 2 CPUs, all-to-all of 128 KiB, 32 KiB
+// per peer, 20 runs each: direct 34 us, pairwise 74, which the tuner ran).
+// Where the FIFOs win there, the trials keep them (the same size measured
+// later on that host: pairwise 20 us, direct 30).
+constexpr size_t kSingleCopyTrialFraction = 8;
 
 Call callFor(CollKind kind, size_t bytes, const TunerShape& shape, const TunerParams& params,
              const Restrictions& restrictions) {
@@ -804,7 +814,9 @@ Call callFor(CollKind kind, size_t bytes, const TunerShape& shape, const TunerPa
               restrictions,
               restrictions.protoRestricted[k] ? restrictions.proto[k] : uint8_t{3},
               shape.canPublish && shape.nranks > 1 && bytes > 0 &&
-                  perPeerBytes(kind, bytes) >= shape.directMinBytes};
+                  perPeerBytes(kind, bytes) >= shape.directMinBytes,
+              shape.canPublish && shape.nranks > 1 && bytes > 0 &&
+                  perPeerBytes(kind, bytes) >= shape.directMinBytes / kSingleCopyTrialFraction};
 }
 
 // Table entry i for this call; index -1 where it cannot run correctly here.
@@ -828,11 +840,12 @@ Candidate evaluate(const Call& call, std::span<const Algorithm> table, size_t i)
   c.chunk = cost ? cost->chunkBytes : call.shape.slotBytes;
   c.allowed = (!call.restrictions.algoRestricted[k] || ((call.restrictions.algo[k] >> i) & 1)) &&
               (protos & call.protoAllowed) != 0;
-  const bool sensible =
-      e != nullptr && usefulHere(*e, call.shape) && (protos != kProtoCma || call.singleCopyPays);
+  const bool useful = e != nullptr && usefulHere(*e, call.shape);
+  const bool sensible = useful && (protos != kProtoCma || call.singleCopyPays);
   c.policy = sensible &&
              (e->byDefault || (e->oversub && oversub) || (e->acrossHosts && call.shape.nhosts > 1));
-  c.worthTrying = sensible && c.allowed && c.modelled;
+  c.worthTrying =
+      useful && (protos != kProtoCma || call.singleCopyMayPay) && c.allowed && c.modelled;
   return c;
 }
 

@@ -173,7 +173,8 @@ Choice chooseFor(CollKind kind, size_t bytes, const TunerShape& shape, const Tun
 // modelled, whatever their default policy (Entry's flags stand in for
 // measurement, which replaces them), cheapest predicted first, those within
 // `spread` times the cheapest prediction, at most `most` in all.
-// Hierarchical algorithms only across hosts, single copy only where it pays.
+// Hierarchical algorithms only across hosts; single-copy-only algorithms from
+// an eighth of the per-peer size where the model takes single copy.
 std::vector<Choice> trialChoices(CollKind kind, size_t bytes, const TunerShape& shape,
                                  const TunerParams& params, std::span<const Algorithm> table,
                                  const Restrictions& restrictions, double spread, int most);
