@@ -7,8 +7,17 @@
 // The collectives built on these run in tcp.* and netns_test.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "core/comm.h"
@@ -273,6 +282,67 @@ TEST(TcpChannel, StagingBuffersComeBackMostRecentlyFreedFirst) {
         test::rankBarrier(comm);
       },
       overTcp());
+}
+
+// The congestion control of this process's TCP sockets: name -> sockets.
+std::map<std::string, int> congestionOfOpenSockets() {
+  std::map<std::string, int> out;
+  for (int fd = 0; fd < 4096; ++fd) {
+    char name[32] = {};
+    socklen_t len = sizeof name;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0) ++out[name];
+  }
+  return out;
+}
+
+std::string firstLineOf(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+bool kernelOffers(const std::string& cc) {
+  std::istringstream names(firstLineOf("/proc/sys/net/ipv4/tcp_available_congestion_control"));
+  for (std::string n; names >> n;) {
+    if (n == cc) return true;
+  }
+  return false;
+}
+
+// The data sockets run the congestion control WEFT_SOCKET_CC names (reno,
+// which every kernel has), cubic when it is unset (where the kernel offers
+// cubic and lets this process choose it), and the kernel's default with
+// "system". Each rank of two holds nsocks (2) data sockets and a control
+// socket to its peer.
+TEST(TcpChannel, DataSocketsRunTheCongestionControlAsked) {
+  const std::string system = firstLineOf("/proc/sys/net/ipv4/tcp_congestion_control");
+  if (system.empty()) GTEST_SKIP() << "no /proc/sys/net/ipv4/tcp_congestion_control";
+  struct Case {
+    const char* env;  // nullptr: unset
+    std::string want;
+  };
+  std::vector<Case> cases = {{"reno", "reno"}, {"system", system}};
+  if (kernelOffers("cubic")) cases.push_back({nullptr, "cubic"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.env ? c.env : "(unset)");
+    test::RunOptions opts = overTcp();
+    if (c.env) opts.env.emplace_back("WEFT_SOCKET_CC", c.env);
+    test::runRanks(
+        2,
+        [&](weftComm_t comm, int, int) {
+          const std::map<std::string, int> socks = congestionOfOpenSockets();
+          const auto it = socks.find(c.want);
+          const int got = it == socks.end() ? 0 : it->second;
+          // An unprivileged process may be refused a congestion control
+          // outside net.ipv4.tcp_allowed_congestion_control: then the
+          // sockets keep the kernel's default, and no more is asked here.
+          const bool refused = c.env == nullptr && got == 0 && geteuid() != 0;
+          RANK_EXPECT(refused || got >= 3) << got << " sockets run " << c.want;
+          test::rankBarrier(comm);
+        },
+        opts);
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -42,6 +43,26 @@ void tuneSocket(int fd, const TcpOptions& o) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o.bufBytes, sizeof o.bufBytes);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o.bufBytes, sizeof o.bufBytes);
   }
+  if (!o.congestion.empty() && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o.congestion.data(),
+                                          static_cast<socklen_t>(o.congestion.size())) != 0) {
+    // Not loaded, or not in net.ipv4.tcp_allowed_congestion_control for an
+    // unprivileged process: the connection keeps the kernel's default.
+    // Said once per process; the sockets work either way.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      const int err = errno;
+      if (o.congestionAsked) {
+        WEFT_WARN(kLogNet,
+                  "WEFT_SOCKET_CC=%s: setting it failed (%s); the sockets keep the kernel's "
+                  "congestion control (load the module, or add it to "
+                  "net.ipv4.tcp_allowed_congestion_control)",
+                  o.congestion.c_str(), std::strerror(err));
+      } else {
+        WEFT_INFO(kLogNet, "congestion control %s not set (%s): the kernel's default stays",
+                  o.congestion.c_str(), std::strerror(err));
+      }
+    }
+  }
 }
 
 net::SockAddr addrFrom(const uint8_t* bytes, uint32_t len) {
@@ -67,6 +88,10 @@ TcpOptions TcpOptions::fromEnv(size_t slotBytes) {
   o.slots = std::max(o.slots, 2 * o.nsocks);
   o.slotBytes = slotBytes;
   o.bufBytes = static_cast<int>(std::min<uint64_t>(envBytes("SOCKET_BUF_BYTES", 0), 1u << 30));
+  if (const std::optional<std::string> cc = envString("SOCKET_CC")) {
+    o.congestion = *cc == "system" ? std::string() : *cc;
+    o.congestionAsked = true;
+  }
   if (o.bufBytes > 0 && o.bufBytes < kMinSocketBufBytes) {
     // Below a segment's worth (64 KiB on loopback), a receiver's window
     // opens too little to send an update, and the sender waits for the
