@@ -313,7 +313,7 @@ bool kernelOffers(const std::string& cc) {
 // The data sockets run the congestion control WEFT_SOCKET_CC names (reno,
 // which every kernel has), cubic when it is unset (where the kernel offers
 // cubic and lets this process choose it), and the kernel's default with
-// "system". Each rank of two holds nsocks (2) data sockets and a control
+// "system" or a name the kernel does not know. Each rank of two holds nsocks (2) data sockets and a control
 // socket to its peer.
 TEST(TcpChannel, DataSocketsRunTheCongestionControlAsked) {
   const std::string system = firstLineOf("/proc/sys/net/ipv4/tcp_congestion_control");
@@ -322,7 +322,8 @@ TEST(TcpChannel, DataSocketsRunTheCongestionControlAsked) {
     const char* env;  // nullptr: unset
     std::string want;
   };
-  std::vector<Case> cases = {{"reno", "reno"}, {"system", system}};
+  // A name the kernel does not know is warned of and leaves the default.
+  std::vector<Case> cases = {{"reno", "reno"}, {"system", system}, {"no-such-cc", system}};
   if (kernelOffers("cubic")) cases.push_back({nullptr, "cubic"});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.env ? c.env : "(unset)");
