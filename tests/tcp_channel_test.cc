@@ -313,8 +313,8 @@ bool kernelOffers(const std::string& cc) {
 // The data sockets run the congestion control WEFT_SOCKET_CC names (reno,
 // which every kernel has), cubic when it is unset (where the kernel offers
 // cubic and lets this process choose it), and the kernel's default with
-// "system" or a name the kernel does not know. Each rank of two holds nsocks (2) data sockets and a control
-// socket to its peer.
+// "system" or a name the kernel does not know. Each rank of two holds
+// nsocks (2) data sockets and a control socket to its peer.
 TEST(TcpChannel, DataSocketsRunTheCongestionControlAsked) {
   const std::string system = firstLineOf("/proc/sys/net/ipv4/tcp_congestion_control");
   if (system.empty()) GTEST_SKIP() << "no /proc/sys/net/ipv4/tcp_congestion_control";
