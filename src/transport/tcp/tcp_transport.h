@@ -77,15 +77,15 @@ struct TcpOptions {
   size_t slotBytes = 256 << 10;  // the communicator's chunk size
   // WEFT_SOCKET_BUF_BYTES: SO_SNDBUF/SO_RCVBUF (at least 64K); 0 = kernel autotuning.
   int bufBytes = 0;
-  // WEFT_SOCKET_CC: the data sockets' congestion control (TCP_CONGESTION);
-  // "system" leaves the kernel's default. Cubic by default, not
-  // the host's BBR: a collective's bursts lose a few segments even on
-  // loopback (the receiver's queue overflows while it holds the socket),
-  // and BBR then paced the connection below what it had carried for as
-  // long as the connection lived: 4 ranks over TCP on 2 CPUs, allreduce
-  // 8 MiB with recursive halving/doubling, mean of the 31st-60th calls, 4
-  // alternating runs each, after 9 calls of the double binary tree among
-  // its own: BBR 8.4-9.1 ms against 6.2-6.9 without the tree; cubic
+  // WEFT_SOCKET_CC: the sockets' congestion control (TCP_CONGESTION);
+  // "system" leaves the kernel's default. Cubic by default, not the host's
+  // BBR: a collective's bursts lose a few segments even on loopback (ss
+  // showed retransmissions, drops and ssthresh 8 on the sockets the double
+  // binary tree had used), and BBR then kept those connections below their
+  // earlier rate for at least the next 60 calls: 4 ranks over TCP on 2
+  // CPUs, allreduce 8 MiB with recursive halving/doubling, mean of its
+  // 31st-60th calls, 4 alternating runs each, after 9 calls of the tree
+  // among its own: BBR 8.4-9.1 ms against 6.2-6.9 without the tree; cubic
   // 6.1-6.9 against 6.2-6.4.
   std::string congestion = "cubic";
   // Whether congestion came from the environment (a failure to set it is
