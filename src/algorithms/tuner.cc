@@ -807,16 +807,16 @@ constexpr size_t kSingleCopyTrialFraction = 8;
 Call callFor(CollKind kind, size_t bytes, const TunerShape& shape, const TunerParams& params,
              const Restrictions& restrictions) {
   const int k = static_cast<int>(kind);
+  const bool canSingleCopy = shape.canPublish && shape.nranks > 1 && bytes > 0;
+  const size_t perPeer = perPeerBytes(kind, bytes);
   return Call{kind,
               bytes,
               shape,
               params,
               restrictions,
               restrictions.protoRestricted[k] ? restrictions.proto[k] : uint8_t{3},
-              shape.canPublish && shape.nranks > 1 && bytes > 0 &&
-                  perPeerBytes(kind, bytes) >= shape.directMinBytes,
-              shape.canPublish && shape.nranks > 1 && bytes > 0 &&
-                  perPeerBytes(kind, bytes) >= shape.directMinBytes / kSingleCopyTrialFraction};
+              canSingleCopy && perPeer >= shape.directMinBytes,
+              canSingleCopy && perPeer >= shape.directMinBytes / kSingleCopyTrialFraction};
 }
 
 // Table entry i for this call; index -1 where it cannot run correctly here.
