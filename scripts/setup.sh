@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config    # toolchain
   googletest libgtest-dev libgmock-dev            # tests
   libbenchmark-dev                                # micro-benchmarks
-  libopenblas-dev                                 # BLAS for PowerSGD (src/compression)
+  libopenblas-dev libopenblas0-serial             # BLAS for PowerSGD (src/compression: the serial build)
   openmpi-bin libopenmpi-dev                      # mpirun, Open MPI peer benchmark
   libgloo-dev                                     # Gloo peer benchmark (TCP)
   python3                                         # perf/compare

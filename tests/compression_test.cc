@@ -1,6 +1,7 @@
 // Codecs and compressed allreduce on the in-process model (ranks as threads,
 // compression/local_group.h): error bounds, error feedback, PowerSGD
 // exactness, bit-identical results, and the serial references.
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,6 +129,18 @@ TEST(CompressionLinalg, OrthonormalisationGivesOrthonormalColumnsOfTheSameSpan) 
     gemm(false, false, m, r, r, 1.0f, p.data(), c.data(), 0.0f, back.data());
     for (size_t i = 0; i < m * r; ++i) ASSERT_NEAR(back[i], orig[i], 1e-3) << r;
   }
+}
+
+// Where the build found Debian's serial OpenBLAS, it is the one this process
+// loaded (the RPATH beat the system's pthread alternative): no BLAS thread
+// pool in the ranks (src/compression/CMakeLists.txt says what it cost).
+TEST(CompressionLinalg, TheSerialOpenBlasIsTheOneLoaded) {
+#if defined(WEFT_SERIAL_OPENBLAS)
+  EXPECT_EQ(openblas_get_parallel(), 0)
+      << "libopenblas.so.0 resolved to a threaded build: check the RUNPATH of the binary";
+#else
+  GTEST_SKIP() << "built without the serial OpenBLAS (Debian: libopenblas0-serial)";
+#endif
 }
 
 // ---- compressed allreduce on the thread model ------------------------------

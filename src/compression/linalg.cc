@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/log.h"
 
 namespace weft::compression {
 namespace {
@@ -21,6 +22,14 @@ void configureBlasThreads() {
   static std::once_flag once;
   std::call_once(once, [] {
     const int64_t threads = envInt("BLAS_THREADS", 1);
+    // The build links the serial OpenBLAS where installed
+    // (src/compression/CMakeLists.txt): one thread, whatever is asked.
+    if (threads > 1 && openblas_get_parallel() == 0) {
+      WEFT_WARN(kLogEnv,
+                "WEFT_BLAS_THREADS=%lld: this OpenBLAS is the serial build (weft links it to "
+                "keep a BLAS thread pool out of every rank); PowerSGD runs BLAS on one thread",
+                static_cast<long long>(threads));
+    }
     if (threads > 0) openblas_set_num_threads(static_cast<int>(threads));
   });
 }

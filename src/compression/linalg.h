@@ -9,7 +9,8 @@ namespace weft::compression {
 // Sets OpenBLAS's thread count once per process from WEFT_BLAS_THREADS
 // (default 1: every rank is a process with a core of its own, and BLAS
 // threads spinning next to the ranks slow the collectives; 0 leaves
-// OpenBLAS's own setting).
+// OpenBLAS's own setting). With the serial OpenBLAS the build prefers,
+// more than 1 is warned about and runs one thread.
 void configureBlasThreads();
 
 // C (m x n) = alpha * op(A) op(B) + beta * C; op = transpose when the flag is set.

@@ -196,9 +196,10 @@ Status initTuner(weftComm* comm) {
               "ranks of different hosts share one machine's CPUs, more ranks than CPUs: waits "
               "yield as on an oversubscribed host");
   // Before the calibration, which then measures the waits the bound ranks
-  // will have. 4 ranks on 2 CPUs, allreduce of 8 B-32 KiB: 6.1-19.0 us bound
-  // here, 6.5-24.7 unbound, 3.6-16.0 pinned by weftrun before they started
-  // (README).
+  // will have. 4 ranks on 2 CPUs, allreduce of 8 B and 32 KiB: bound here
+  // as fast as pinned by weftrun before they started, since the build links
+  // the serial OpenBLAS (4.04 and 17.08 us against 4.51 and 18.55; with the
+  // pthread build's thread pool in every rank, 6.49 and 20.51: README).
   if (bind == CpuBind::kCore ||
       (bind == CpuBind::kAuto && comm->oversubscribed.load(std::memory_order_relaxed)))
     bindCallingThread(comm->rank, layout.spreadCpu);
