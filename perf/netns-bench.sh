@@ -83,6 +83,11 @@ throttle() {  # rate or "none"
 # core), printing the mean of the two directions: what each direction of a
 # sendrecv or allreduce, which send both ways at once, can get.
 iperf_gbs() {  # [bidir]
+  # The congestion control weft's sockets run (WEFT_SOCKET_CC, cubic by
+  # default; "system" keeps the kernel's): iperf3 otherwise runs the host's
+  # default (BBR on some hosts), and the ratio would compare two algorithms.
+  local cc=()
+  [[ ${WEFT_SOCKET_CC:-cubic} != system ]] && cc=(-C "${WEFT_SOCKET_CC:-cubic}")
   local dirs=("$nsA $nsB $ipB 5201")
   [[ ${1:-} == bidir ]] && dirs+=("$nsB $nsA $ipA 5202")
   local pids=() i=0
@@ -97,7 +102,7 @@ iperf_gbs() {  # [bidir]
     (for _ in $(seq 50); do
        # A refused connection (the server not listening yet) can still exit
        # 0 with -J: only a report without an error ends the retries.
-       ip netns exec "$1" iperf3 -c "$3" -p "$4" -P "$STREAMS" -l 1M -t "$SECONDS_IPERF" -J \
+       ip netns exec "$1" iperf3 -c "$3" -p "$4" -P "$STREAMS" -l 1M -t "$SECONDS_IPERF" "${cc[@]}" -J \
          >"$tmp/iperf$i.json" 2>/dev/null && ! grep -q '"error"' "$tmp/iperf$i.json" && break
        sleep 0.1
      done) &
@@ -145,6 +150,7 @@ weft_busbw() {  # program, rendezvous port
 
 printf '# weft over TCP between two network namespaces (veth), size %s, %s iperf3 streams, %s rank(s) per namespace\n' "$SIZE" "$STREAMS" "$PER_HOST"
 printf '# iperf3: one direction; iperf3_bidir: per direction with both at once. weft busbw counts one direction\n'
+printf '# congestion control: %s, iperf3 and weft alike (WEFT_SOCKET_CC)\n' "${WEFT_SOCKET_CC:-cubic}"
 printf '# of each link while both carry data, so /bidir is the like-for-like ratio; /uni the strict one.\n'
 printf '# weft figures: out-of-place busbw (GB/s). Medians of %s rounds.\n' "$REPS"
 printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir
