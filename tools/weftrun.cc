@@ -446,10 +446,11 @@ class Launcher {
   // core:overload-allowed): left to the scheduler, 4 ranks on 2 CPUs ran a
   // shared-memory allreduce of 8 B-1 KiB in 16.6-24.9 us over 200
   // iterations, pinned in 5.2-8.6 us (6 launches each), and no size up to
-  // 8 MiB, over shared memory or TCP, ran slower pinned. Much of that gap
-  // was OpenBLAS's thread pool, which only unpinned ranks started; with the
-  // serial OpenBLAS weft now links, unpinned ranks measured as fast as
-  // pinned ones at 8 B-32 KiB (README, "With more ranks than CPUs").
+  // 8 MiB, over shared memory or TCP, ran slower pinned. With the serial
+  // OpenBLAS weft now links, unpinned ranks measured as fast as pinned ones
+  // at 8 B-32 KiB; the gap left with Debian's pthread OpenBLAS came from
+  // its thread pool, which only unpinned ranks start (README, "With more
+  // ranks than CPUs").
   void PinToCpu(int r) {
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
