@@ -142,18 +142,21 @@ weft_busbw() {  # program, rendezvous port
     "$bin/$prog" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w "$WARMUP" >"$tmp/r0.txt" 2>&1 || {
     echo "netns-bench: $prog failed:" >&2; cat "$tmp"/r*.txt >&2; return 1; }
   wait "${pids[@]}"
-  # The out-of-place busbw of the table's row (as perf/compare takes it):
-  # an in-place sendrecv (send and receive buffer the same) first stages
-  # its send, which "Avg bus bandwidth" would average in.
-  awk '$1 ~ /^[0-9]+$/ && NF >= 8 {print $8; exit}' "$tmp/r0.txt"
+  # The out-of-place busbw of the table's row (as perf/compare takes it),
+  # then the in-place one ("nan" where the collective has none): an in-place
+  # sendrecv (send and receive buffer the same) first stages its send, which
+  # "Avg bus bandwidth" would average in.
+  awk '$1 ~ /^[0-9]+$/ && NF >= 8 {print $8 "," ($12 ~ /^[0-9.]+$/ ? $12 : "nan"); exit}' "$tmp/r0.txt"
 }
 
 printf '# weft over TCP between two network namespaces (veth), size %s, %s iperf3 streams, %s rank(s) per namespace\n' "$SIZE" "$STREAMS" "$PER_HOST"
 printf '# iperf3: one direction; iperf3_bidir: per direction with both at once. weft busbw counts one direction\n'
 printf '# congestion control: %s, iperf3 and weft alike (WEFT_SOCKET_CC)\n' "${WEFT_SOCKET_CC:-cubic}"
 printf '# of each link while both carry data, so /bidir is the like-for-like ratio; /uni the strict one.\n'
-printf '# weft figures: out-of-place busbw (GB/s). Medians of %s rounds.\n' "$REPS"
-printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir
+printf '# weft figures: out-of-place busbw (GB/s); allreduce_ip: in-place. Medians of %s rounds.\n' "$REPS"
+printf '# iperf3 sends one small buffer again and again, from cache; a %s allreduce reads and writes\n' "$SIZE"
+printf '# memory, out-of-place twice as much of it as in-place (the output is a second buffer).\n'
+printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s %12s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir allreduce_ip /bidir
 runs=0
 for rate in $RATES; do
   throttle
@@ -161,7 +164,8 @@ for rate in $RATES; do
   # minute of the host weighs on all of them alike; the medians are printed.
   figures=()
   for ((rep = 0; rep < REPS; rep++)); do
-    figures+=("$(iperf_gbs),$(iperf_gbs bidir),$(weft_busbw sendrecv_perf $((29500 + ++runs))),$(weft_busbw all_reduce_perf $((29500 + ++runs)))")
+    sendrecv=$(weft_busbw sendrecv_perf $((29500 + ++runs)))
+    figures+=("$(iperf_gbs),$(iperf_gbs bidir),${sendrecv%%,*},$(weft_busbw all_reduce_perf $((29500 + ++runs)))")
   done
   python3 - "$rate" "${figures[@]}" <<'PY'
 import math, statistics, sys
@@ -169,9 +173,10 @@ rate, rounds = sys.argv[1], [list(map(float, r.split(","))) for r in sys.argv[2:
 def median(i):
     xs = [r[i] for r in rounds if not math.isnan(r[i])]
     return statistics.median(xs) if xs else float("nan")
-raw, bidir, sr, ar = (median(i) for i in range(4))
+raw, bidir, sr, ar, ip = (median(i) for i in range(5))
 ratio = lambda x, ref: x / ref if ref > 0 else float("nan")
-print("%-8s %8.3f %8.3f %10.3f %8.2f %8.2f %11.3f %8.2f %8.2f" % (
-    rate, raw, bidir, sr, ratio(sr, raw), ratio(sr, bidir), ar, ratio(ar, raw), ratio(ar, bidir)))
+print("%-8s %8.3f %8.3f %10.3f %8.2f %8.2f %11.3f %8.2f %8.2f %12.3f %8.2f" % (
+    rate, raw, bidir, sr, ratio(sr, raw), ratio(sr, bidir), ar, ratio(ar, raw), ratio(ar, bidir),
+    ip, ratio(ip, bidir)))
 PY
 done
