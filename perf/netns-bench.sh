@@ -154,8 +154,8 @@ printf '# iperf3: one direction; iperf3_bidir: per direction with both at once. 
 printf '# congestion control: %s, iperf3 and weft alike (WEFT_SOCKET_CC)\n' "${WEFT_SOCKET_CC:-cubic}"
 printf '# of each link while both carry data, so /bidir is the like-for-like ratio; /uni the strict one.\n'
 printf '# weft figures: out-of-place busbw (GB/s); allreduce_ip: in-place. Medians of %s rounds.\n' "$REPS"
-printf '# iperf3 sends one small buffer again and again, from cache; a %s allreduce reads and writes\n' "$SIZE"
-printf '# memory, out-of-place twice as much of it as in-place (the output is a second buffer).\n'
+printf '# iperf3 resends one small buffer from cache; a %s allreduce works in memory, over one\n' "$SIZE"
+printf '# buffer of that size in-place and two out-of-place, whose output lines are read before written.\n'
 printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s %12s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir allreduce_ip /bidir
 runs=0
 for rate in $RATES; do
