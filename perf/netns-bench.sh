@@ -164,8 +164,12 @@ for rate in $RATES; do
   # minute of the host weighs on all of them alike; the medians are printed.
   figures=()
   for ((rep = 0; rep < REPS; rep++)); do
-    sendrecv=$(weft_busbw sendrecv_perf $((29500 + ++runs)))
-    figures+=("$(iperf_gbs),$(iperf_gbs bidir),${sendrecv%%,*},$(weft_busbw all_reduce_perf $((29500 + ++runs)))")
+    # Six fields: iperf3, iperf3 bidir, sendrecv (out-of-place, in-place),
+    # allreduce (out-of-place, in-place); sendrecv's in-place one is unused.
+    # A fresh rendezvous port per run; counted here, since a command
+    # substitution's arithmetic would not reach this shell.
+    runs=$((runs + 2))
+    figures+=("$(iperf_gbs),$(iperf_gbs bidir),$(weft_busbw sendrecv_perf $((29499 + runs))),$(weft_busbw all_reduce_perf $((29500 + runs)))")
   done
   python3 - "$rate" "${figures[@]}" <<'PY'
 import math, statistics, sys
@@ -173,7 +177,7 @@ rate, rounds = sys.argv[1], [list(map(float, r.split(","))) for r in sys.argv[2:
 def median(i):
     xs = [r[i] for r in rounds if not math.isnan(r[i])]
     return statistics.median(xs) if xs else float("nan")
-raw, bidir, sr, ar, ip = (median(i) for i in range(5))
+raw, bidir, sr, ar, ip = (median(i) for i in (0, 1, 2, 4, 5))
 ratio = lambda x, ref: x / ref if ref > 0 else float("nan")
 print("%-8s %8.3f %8.3f %10.3f %8.2f %8.2f %11.3f %8.2f %8.2f %12.3f %8.2f" % (
     rate, raw, bidir, sr, ratio(sr, raw), ratio(sr, bidir), ar, ratio(ar, raw), ratio(ar, bidir),
