@@ -153,7 +153,8 @@ printf '# weft over TCP between two network namespaces (veth), size %s, %s iperf
 printf '# iperf3: one direction; iperf3_bidir: per direction with both at once. weft busbw counts one direction\n'
 printf '# congestion control: %s, iperf3 and weft alike (WEFT_SOCKET_CC)\n' "${WEFT_SOCKET_CC:-cubic}"
 printf '# of each link while both carry data, so /bidir is the like-for-like ratio; /uni the strict one.\n'
-printf '# weft figures: out-of-place busbw (GB/s); allreduce_ip: in-place. Medians of %s rounds.\n' "$REPS"
+printf '# weft figures: out-of-place busbw (GB/s); allreduce_ip: in-place. Medians of %s rounds;\n' "$REPS"
+printf '# ratios: medians of the ratios within each round (its runs are back to back).\n'
 printf '# iperf3 resends one small buffer from cache; a %s allreduce works in memory, over one\n' "$SIZE"
 printf '# buffer of that size in-place and two out-of-place, whose output lines are read before written.\n'
 printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s %12s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir allreduce_ip /bidir
@@ -177,10 +178,15 @@ rate, rounds = sys.argv[1], [list(map(float, r.split(","))) for r in sys.argv[2:
 def median(i):
     xs = [r[i] for r in rounds if not math.isnan(r[i])]
     return statistics.median(xs) if xs else float("nan")
-raw, bidir, sr, ar, ip = (median(i) for i in (0, 1, 2, 4, 5))
-ratio = lambda x, ref: x / ref if ref > 0 else float("nan")
+RAW, BIDIR, SR, AR, IP = 0, 1, 2, 4, 5
+def ratio(i, ref):
+    # Within each round, then the median: iperf3 and weft of one round ran
+    # back to back, in the same state of the host.
+    xs = [r[i] / r[ref] for r in rounds
+          if not math.isnan(r[i]) and not math.isnan(r[ref]) and r[ref] > 0]
+    return statistics.median(xs) if xs else float("nan")
 print("%-8s %8.3f %8.3f %10.3f %8.2f %8.2f %11.3f %8.2f %8.2f %12.3f %8.2f" % (
-    rate, raw, bidir, sr, ratio(sr, raw), ratio(sr, bidir), ar, ratio(ar, raw), ratio(ar, bidir),
-    ip, ratio(ip, bidir)))
+    rate, median(RAW), median(BIDIR), median(SR), ratio(SR, RAW), ratio(SR, BIDIR), median(AR),
+    ratio(AR, RAW), ratio(AR, BIDIR), median(IP), ratio(IP, BIDIR)))
 PY
 done
