@@ -31,14 +31,21 @@ Status hierAllReduce(CollContext& ctx, const CollArgs& a) {
   if (layout.perHost == 0) return rhdAllReduce(ctx, a);
   const int m = layout.perHost;
   const int li = layout.localIndex;
-  contribute(out, a.send, a.count, a);
+  // The first halving step sends and adds the input where it is, as rhd's
+  // does, unless it must be scaled first (PreMulSum): no up-front copy of N
+  // bytes into the output.
+  const char* in = static_cast<const char*>(a.send);
+  if (a.op.preMul) {
+    contribute(out, in, a.count, a);
+    in = out;
+  }
   const CollArgs acc = algo::accumulating(a);
   std::vector<size_t> bounds(m + 1);
   for (int q = 0; q <= m; ++q) bounds[q] = a.count / m * q + a.count % m * q / m;
   Progress progress(ctx.health());
 
   algo::SubContext host(ctx, layout.hosts[layout.myHost]);
-  WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(host, progress, out, bounds.data(), acc));
+  WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(host, progress, out, bounds.data(), acc, in));
   CollArgs slice = acc;
   slice.op.average = false;
   slice.send = slice.recv = out + bounds[li] * es;
