@@ -657,12 +657,17 @@ TEST(TunerOversubscribed, RanksOfHostsSharingAMachineCountTogether) {
   const CpuRecord oneMachine[] = {rec(0, 7), rec(1, 7), rec(0, 7), rec(1, 7)};
   EXPECT_EQ(worstHostCpus(oneMachine, twoHosts), 2);  // no host is oversubscribed...
   EXPECT_TRUE(machineOversubscribed(oneMachine));     // ...the machine is
+  // ...and the model gives each host its share of the machine: 1 CPU.
+  EXPECT_EQ(modelHostCpus(oneMachine, twoHosts), 1);
   // Two machines: each runs two ranks on two CPUs.
   const CpuRecord twoMachines[] = {rec(0, 7), rec(1, 7), rec(0, 9), rec(1, 9)};
   EXPECT_FALSE(machineOversubscribed(twoMachines));
+  EXPECT_EQ(modelHostCpus(twoMachines, twoHosts), 2);
   // Unknown machines are each their own.
   const CpuRecord unknown[] = {rec(0, 0), rec(0, 0), rec(0, 0)};
   EXPECT_FALSE(machineOversubscribed(unknown));
+  const int threeHosts[] = {0, 1, 2};
+  EXPECT_EQ(modelHostCpus(unknown, threeHosts), 1);
   // Three ranks confined to one CPU of one machine.
   const CpuRecord crowded[] = {rec(0, 5), rec(0, 5), rec(0, 5)};
   EXPECT_TRUE(machineOversubscribed(crowded));
@@ -676,6 +681,18 @@ TEST(TunerOversubscribed, RanksOfHostsSharingAMachineCountTogether) {
     pods[i].quota = 2;
   }
   EXPECT_FALSE(machineOversubscribed(pods));
+  // Two pods of two ranks: each its quota of 2, which the machine's 8 CPUs
+  // do not cut.
+  EXPECT_EQ(modelHostCpus(pods, twoHosts), 2);
+  // Two hosts on one machine whose ranks each have CPUs of their own: no cut.
+  const CpuRecord ownCpus[] = {rec(0, 3), rec(1, 3), rec(2, 3), rec(3, 3)};
+  EXPECT_EQ(modelHostCpus(ownCpus, twoHosts), 2);
+  // Three hosts of 2 ranks on one 4-CPU machine: 4/6 of a CPU per rank, so
+  // a host's 2 ranks have 1 CPU in the model (floor of 4/3).
+  const CpuRecord six[] = {rec(0, 3), rec(1, 3), rec(2, 3), rec(3, 3), rec(0, 3), rec(1, 3)};
+  const int threePairs[] = {0, 0, 1, 1, 2, 2};
+  EXPECT_EQ(worstHostCpus(six, threePairs), 2);
+  EXPECT_EQ(modelHostCpus(six, threePairs), 1);
 }
 
 // A rank's record: these CPUs in its mask (and counted), a quota, a machine.

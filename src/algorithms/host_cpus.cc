@@ -73,20 +73,25 @@ int usableCpus(uint64_t (&mask)[16]) {
   return quota > 0 ? std::min(count, quota) : count;
 }
 
-int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf) {
-  const int n = static_cast<int>(std::min(ranks.size(), hostOf.size()));
-  int hosts = 0;
-  for (int r = 0; r < n; ++r) hosts = std::max(hosts, hostOf[r] + 1);
-  int maxRanks = 0;
-  double worst = 0;  // ranks per CPU
-  for (int h = 0; h < hosts; ++h) {
-    // The union of the masks, the largest count seen (a mask is cut at
-    // 1024 CPUs), the smallest quota.
+namespace {
+
+// Per group (a host, or a machine) the union of its ranks' masks (at least
+// the widest count), capped by the smallest quota; returns the most ranks
+// per CPU of any group (0 where nothing is known) and the most ranks in any
+// group.
+double worstRanksPerCpu(std::span<const CpuRecord> ranks, std::span<const int> groupOf,
+                        int* maxRanks) {
+  const int n = static_cast<int>(std::min(ranks.size(), groupOf.size()));
+  int groups = 0;
+  for (int r = 0; r < n; ++r) groups = std::max(groups, groupOf[r] + 1);
+  *maxRanks = 0;
+  double worst = 0;
+  for (int g = 0; g < groups; ++g) {
     uint64_t u[16] = {};
     int count = 0, widest = 0, quota = 0;
     bool unknown = false;
     for (int r = 0; r < n; ++r) {
-      if (hostOf[r] != h) continue;
+      if (groupOf[r] != g) continue;
       ++count;
       const CpuRecord& c = ranks[static_cast<size_t>(r)];
       if (c.count == 0) unknown = true;
@@ -96,7 +101,7 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
         quota = quota == 0 ? static_cast<int>(c.quota) : std::min(quota, static_cast<int>(c.quota));
     }
     if (count == 0) continue;
-    maxRanks = std::max(maxRanks, count);
+    *maxRanks = std::max(*maxRanks, count);
     if (unknown) continue;
     int cpus = 0;
     for (uint64_t w : u) cpus += std::popcount(w);
@@ -105,33 +110,62 @@ int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf)
     if (cpus <= 0) continue;
     worst = std::max(worst, static_cast<double>(count) / cpus);
   }
+  return worst;
+}
+
+// Each rank's machine as an index (CpuRecord::machine; an unknown one, 0,
+// is a machine of its own), and the masks without quotas: a CPU quota is
+// its container's own (one per host here), not the machine's.
+std::vector<int> machinesOf(std::span<const CpuRecord> ranks, std::vector<CpuRecord>* masks) {
+  const int n = static_cast<int>(ranks.size());
+  std::vector<int> machineOf(static_cast<size_t>(n));
+  std::unordered_map<uint32_t, int> index;  // machine id -> its index
+  int next = 0;
+  for (int r = 0; r < n; ++r) {
+    int m = next;
+    if (ranks[r].machine != 0) m = index.emplace(ranks[r].machine, m).first->second;
+    if (m == next) ++next;
+    machineOf[r] = m;
+  }
+  masks->assign(ranks.begin(), ranks.end());
+  for (CpuRecord& r : *masks) r.quota = 0;
+  return machineOf;
+}
+
+}  // namespace
+
+int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf) {
+  int maxRanks = 0;
+  const double worst = worstRanksPerCpu(ranks, hostOf, &maxRanks);
   // The model pairs one CPU count with the most ranks on any host: the worst
   // host's ranks per CPU, scaled to that many ranks.
   if (worst <= 0 || maxRanks == 0) return 0;
   return std::max(1, static_cast<int>(std::floor(maxRanks / worst + 1e-9)));
 }
 
+int modelHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf) {
+  const int perHost = worstHostCpus(ranks, hostOf);
+  if (perHost == 0) return 0;
+  std::vector<CpuRecord> masks;
+  const std::vector<int> machineOf = machinesOf(ranks, &masks);
+  int mostOnMachine = 0;
+  const double perMachine = worstRanksPerCpu(masks, machineOf, &mostOnMachine);
+  if (perMachine <= 0) return perHost;
+  int maxRanks = 0;
+  (void)worstRanksPerCpu(ranks, hostOf, &maxRanks);
+  const int share = std::max(1, static_cast<int>(std::floor(maxRanks / perMachine + 1e-9)));
+  return std::min(perHost, share);
+}
+
 bool machineOversubscribed(std::span<const CpuRecord> ranks) {
-  const int n = static_cast<int>(ranks.size());
-  std::vector<int> machineOf(static_cast<size_t>(n));
-  std::unordered_map<uint32_t, int> index;  // machine id -> its index
-  std::vector<int> ranksOn;                 // per index
-  for (int r = 0; r < n; ++r) {
-    // A new index unless the id was seen (an unknown id, 0, is always new).
-    int m = static_cast<int>(ranksOn.size());
-    if (ranks[r].machine != 0) m = index.emplace(ranks[r].machine, m).first->second;
-    if (m == static_cast<int>(ranksOn.size())) ranksOn.push_back(0);
-    ++ranksOn[m];
-    machineOf[r] = m;
-  }
-  const int most = ranksOn.empty() ? 0 : *std::max_element(ranksOn.begin(), ranksOn.end());
+  std::vector<CpuRecord> masks;
+  const std::vector<int> machineOf = machinesOf(ranks, &masks);
+  int most = 0;
+  const double perCpu = worstRanksPerCpu(masks, machineOf, &most);
   if (most < 2) return false;  // one rank per machine (the usual cluster)
   // The worst machine's CPUs scaled to `most` ranks: fewer than that many
-  // CPUs means more ranks than CPUs there. Masks only: a CPU quota is its
-  // container's own (one per host here), not the machine's.
-  std::vector<CpuRecord> masks(ranks.begin(), ranks.end());
-  for (CpuRecord& r : masks) r.quota = 0;
-  const int cpus = worstHostCpus(masks, machineOf);
+  // CPUs means more ranks than CPUs there.
+  const int cpus = perCpu > 0 ? std::max(1, static_cast<int>(std::floor(most / perCpu + 1e-9))) : 0;
   return cpus > 0 && cpus < most;
 }
 
@@ -195,8 +229,8 @@ Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* 
   if (ctx.rank() == 0) {
     std::vector<int> own(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) own[r] = r;
-    answer[0] = worstHostCpus(all, hostOf);
-    answer[1] = worstHostCpus(all, own);
+    answer[0] = modelHostCpus(all, hostOf);
+    answer[1] = modelHostCpus(all, own);
     answer[2] = machineOversubscribed(all) ? 1 : 0;
     const int64_t forced = envInt("TUNER_HOST_CPUS", -1);
     if (forced >= 0) {

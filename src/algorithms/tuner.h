@@ -258,6 +258,15 @@ struct CpuRecord {
 // capped by the smallest quota; the host with the most ranks per CPU, its
 // CPU count scaled to the most ranks on any host. 0 where nothing is known.
 int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf);
+// What the model takes for a host's CPUs: worstHostCpus, or fewer where
+// hosts share a machine (CpuRecord::machine: WEFT_HOSTID, network
+// namespaces, containers on one node): the worst machine's CPUs per rank
+// (the union of its ranks' masks, quotas left out) times the most ranks on
+// any host. Two hosts of 2 ranks on one 2-CPU machine are 1 CPU each, not 2:
+// taken as 2, their calibration timed shared memory at 1.8-2.4 GB/s (the
+// other host's ranks running) and kept it, the model then took the ring
+// over hier allreduce at 2-8 MiB by that figure in some runs and not others.
+int modelHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf);
 // Some kernel runs more of the ranks than the CPUs their masks allow
 // together (the union, as above), counting ranks by CpuRecord::machine
 // (an unknown machine is one of its own).
@@ -272,9 +281,10 @@ int spreadCpuFor(std::span<const CpuRecord> ranks, int me);
 
 // What the ranks' CPU records tell a communicator (agreeCpuLayout).
 struct CpuLayout {
-  // Per host, the CPUs its ranks may run on together: the union of their
-  // masks, capped by the smallest quota. The host with the most ranks per
-  // CPU's count, or WEFT_TUNER_HOST_CPUS if set (rank 0's value, broadcast).
+  // Per host, the CPUs its ranks may run on together: modelHostCpus (the
+  // union of their masks, capped by the smallest quota and by the host's
+  // share of a machine it shares with other hosts), or
+  // WEFT_TUNER_HOST_CPUS if set (rank 0's value, broadcast).
   int hostCpus = 0;
   // The same as if every rank were a host of its own (the tuner's view when
   // ranks on one host talk TCP).
