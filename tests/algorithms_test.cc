@@ -2040,6 +2040,50 @@ TEST(OnlineTuner, LongSegmentsLeaveTheirLongestCallOut) {
   EXPECT_NE(twice, nullptr);
 }
 
+// With segments synchronised (as WEFT_TUNER_ONLINE runs them), a rank that
+// is still busy with a candidate's work when its peers end the segment
+// charges them the wait: here rank 1 reports the model's choice at 10 us a
+// call but returns to the tuner 20 ms late at the end of each of its
+// segments, as a root whose sends sit in socket buffers leaves its peers
+// to drain them. Unsynchronised, every rank's figure says 10 us and the
+// model's choice stays; synchronised, the others' figures carry the 20 ms
+// and a runner-up at 12 us wins.
+TEST(OnlineTuner, SynchronisedSegmentsChargeALaggingRanksWork) {
+  const int n = 3, rounds = 7;
+  const int segment = OnlineTuner::segmentFor(rounds);
+  const TrialWorld world(n);
+  const CollArgs& a = world.a;
+  const std::vector<Choice> candidates = world.candidates(a);
+  ASSERT_GE(candidates.size(), 2u);
+  const int m = static_cast<int>(candidates.size());
+  auto decide = [&](bool sync) -> const Algorithm* {
+    const Algorithm* kept = nullptr;
+    const auto st = runWorld(n, kRoomy, [&](CollContext& base) -> Status {
+      auto& ctx = static_cast<TestContext&>(base);
+      ctx.useTuner(&world.tuner);
+      OnlineTuner online(rounds, 0, 1e9, 3, sync ? 0 : std::numeric_limits<double>::infinity());
+      for (int call = 0; call < OnlineTuner::kPasses * m * segment; ++call) {
+        const OnlineTuner::TrialCall tc = OnlineTuner::trialCall(call, m, segment);
+        (void)online.choose(a, ctx);
+        const bool lastOfSegment = (call + 1) % segment == 0;
+        if (tc.candidate == 0 && ctx.rank() == 1 && lastOfSegment)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        WEFT_RETURN_IF_ERROR(online.ran(ctx, tc.candidate == 0 ? 10 : 12));
+      }
+      if (online.pending()) return makeError(weftInternalError, "still pending");
+      const Algorithm* mine = online.choose(a, ctx).alg;
+      if (ctx.rank() == 0) kept = mine;
+      return Status::ok();
+    });
+    EXPECT_EQ(firstError(st), "");
+    return kept;
+  };
+  EXPECT_EQ(decide(false), candidates[0].alg);
+  const Algorithm* synced = decide(true);
+  EXPECT_NE(synced, candidates[0].alg);
+  EXPECT_NE(synced, nullptr);
+}
+
 // Hierarchical algorithms over faked host layouts (CollContext::hostOf).
 
 struct HostsScope {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -24,11 +25,12 @@ int algorithmsOf(CollKind kind) {
 
 }  // namespace
 
-OnlineTuner::OnlineTuner(int rounds, double budgetUs, double spread, int most)
+OnlineTuner::OnlineTuner(int rounds, double budgetUs, double spread, int most, double syncFromUs)
     : rounds_(std::max(rounds, 2)),
       budgetUs_(budgetUs),
       spread_(spread),
-      most_(std::max(most, 1)) {}
+      most_(std::max(most, 1)),
+      syncFromUs_(syncFromUs) {}
 
 std::unique_ptr<OnlineTuner> OnlineTuner::fromEnv() {
   if (envInt("TUNER_ONLINE", 1) == 0) return nullptr;
@@ -41,7 +43,7 @@ std::unique_ptr<OnlineTuner> OnlineTuner::fromEnv() {
   // The model's predictions missed by up to 3x (all-gather at 512 KiB,
   // 4 ranks on 2 CPUs: direct predicted 2.1x the ring, measured 0.65x), so
   // candidates come from within 3x of its cheapest.
-  return std::make_unique<OnlineTuner>(static_cast<int>(rounds), kBudgetUs, 3.0, 3);
+  return std::make_unique<OnlineTuner>(static_cast<int>(rounds), kBudgetUs, 3.0, 3, kSyncFromUs);
 }
 
 int OnlineTuner::roundsFor(double predictedUs) const {
@@ -86,6 +88,7 @@ Choice OnlineTuner::choose(const CollArgs& args, CollContext& ctx) {
                                 envRestrictions(), spread_, most_);
     t.segmentUs.assign(t.candidates.size(), {});
     t.segment = segmentFor(roundsFor(t.candidates.front().predictedUs));
+    t.sync = (t.segment - 1) * t.candidates.front().predictedUs >= syncFromUs_;
     if (t.candidates.size() == 1) {
       t.decided = 0;
     } else {
@@ -117,14 +120,32 @@ Status OnlineTuner::ran(CollContext& ctx, double us) {
   }
   if ((t->calls + 1) % t->segment == 0) {
     const int timed = t->segment - 1;
+    double lagUs = 0;
+    if (t->sync) WEFT_RETURN_IF_ERROR(waitForAll(ctx, &lagUs));
     t->segmentUs[call.candidate][call.pass] =
-        timed >= kTrimFrom ? (t->runUs - t->runMaxUs) / (timed - 1) : t->runUs / timed;
+        (timed >= kTrimFrom ? (t->runUs - t->runMaxUs) / (timed - 1) : t->runUs / timed) +
+        lagUs / timed;
     t->runUs = 0;
     t->runMaxUs = 0;
   }
   if (++t->calls < t->total()) return Status::ok();
   pending_.store(false, std::memory_order_release);
   return agree(ctx, key, *t);
+}
+
+Status OnlineTuner::waitForAll(CollContext& ctx, double* us) {
+  const auto start = std::chrono::steady_clock::now();
+  const uint8_t mine = 1;
+  std::vector<uint8_t> all(static_cast<size_t>(ctx.nranks()));
+  CollArgs gather;
+  gather.kind = CollKind::AllGather;
+  gather.send = &mine;
+  gather.recv = all.data();
+  gather.count = 1;
+  gather.dtype = weftUint8;
+  WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
+  *us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  return Status::ok();
 }
 
 Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {

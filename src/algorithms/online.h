@@ -22,7 +22,20 @@
 // chain after it 3.8; in a loop chain takes 2.5 and binomial 3.5), so the
 // first candidate, the model's choice, lost to a runner-up it beats in a loop.
 // Rotating puts another candidate first in each pass, and the median of a
-// candidate's three segments leaves one slow segment out. Why more calls for
+// candidate's three segments leaves one slow segment out. Why each segment
+// ends with the ranks waiting for each other, the wait counted in it (this
+// rank's wait spread over its timed calls): a rank's calls can end well
+// before the collective's work does. A broadcast's root returns once its
+// sends sit in socket buffers and runs ahead into the next segment, whose
+// candidate then waits while the other ranks drain them. Unsynchronised, 4
+// ranks as 2 hosts on 2 CPUs, broadcast of 512 KiB alone in a job: binomial's
+// trials said 107-142 us a call and chain's 95-288 (chain's segments after
+// binomial's held calls of 1.5-4 ms), so binomial replaced the model's chain
+// in 15 runs of 16, where in loops chain takes 135-233 us a call and
+// binomial 189-235 (slowest rank). Synchronised: chain 166-237, binomial
+// 254-383, and chain stayed in 6 runs of 6, at 2 MiB as well. The wait is
+// one all-gather of a byte per segment, in segments the model predicts at
+// kSyncFromUs or more. Why more calls for
 // cheap calls: 4 ranks on 2 CPUs, one call of a few microseconds takes 4 or
 // 120 depending on where the scheduler switched, so a few calls decide by
 // chance. A key runs as many timed calls per candidate as fill kBudgetUs of
@@ -49,7 +62,8 @@
 //
 // Cost: at most 3 candidates x kPasses x (1 + ceil((kMostRounds - 1) /
 // kPasses)) = 54 calls per key (more where `rounds` asks for more) run a
-// candidate that may be slower, and one all-gather of a few doubles ends
+// candidate that may be slower, a one-byte all-gather ends each of their
+// 3 x kPasses segments at most (long ones only), and one all-gather of a few doubles ends
 // them. A key is (kind, dtype, bytes), at most kMaxKeys per communicator
 // (then the model decides alone). Floating-point sums can differ in their
 // last bits between the calls that try different algorithms;
@@ -59,6 +73,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -83,10 +98,17 @@ class OnlineTuner {
   // A segment of at least this many timed calls leaves its longest out of
   // its mean (see the top of this file).
   static constexpr int kTrimFrom = 4;
+  // Segments whose timed calls the model predicts at this many us or more
+  // end with the ranks waiting for each other (see the top of this file).
+  // Shorter ones do not: there the wait's own few dozen microseconds, and
+  // the scheduling noise in them, would be a large part of the figure.
+  static constexpr double kSyncFromUs = 1000;
   // rounds >= 2 (one untimed, then timed ones) is the fewest; budgetUs as
   // kBudgetUs (0: always `rounds`); candidates within `spread` times the
-  // model's cheapest prediction, at most `most`.
-  OnlineTuner(int rounds, double budgetUs, double spread, int most);
+  // model's cheapest prediction, at most `most`; segments predicted at
+  // syncFromUs or more end in a wait (kSyncFromUs; infinity: none).
+  OnlineTuner(int rounds, double budgetUs, double spread, int most,
+              double syncFromUs = std::numeric_limits<double>::infinity());
   // From WEFT_TUNER_ONLINE (0: off, nullptr) and WEFT_TUNER_ONLINE_ROUNDS.
   static std::unique_ptr<OnlineTuner> fromEnv();
 
@@ -125,17 +147,21 @@ class OnlineTuner {
     double runMaxUs = 0;                                 // and its longest timed call
     std::vector<std::array<double, kPasses>> segmentUs;  // each segment's mean, per candidate
     int segment = 0;                                     // calls per segment
+    bool sync = false;                                   // segments end in a wait
     int calls = 0;
     int decided = -1;
     int total() const { return static_cast<int>(candidates.size()) * kPasses * segment; }
   };
   int roundsFor(double predictedUs) const;
+  // A barrier (an all-gather of a byte) and this rank's time in it.
+  static Status waitForAll(CollContext& ctx, double* us);
   Status agree(CollContext& ctx, const Key& key, Trials& t);
 
   int rounds_;
   double budgetUs_;
   double spread_;
   int most_;
+  double syncFromUs_;
   uint64_t generation_ = 0;
   std::map<Key, Trials> keys_;
   // The key of the call choose() answered last, while it is a trial.
