@@ -1870,6 +1870,9 @@ TEST(AlgorithmsTest, DoubleTreeLayout) {
 // candidate later each pass; then every rank keeps the one whose slowest
 // rank's median segment mean was fastest, never counting a segment's
 // untimed first call.
+// OnlineTuner's syncFromUs for segments that never end in a wait.
+constexpr double kNoSync = std::numeric_limits<double>::infinity();
+
 // n ranks on one host with room for each, the model's tuner for them and
 // a float allreduce of 1024 elements whose trials the tests script.
 struct TrialWorld {
@@ -1889,6 +1892,30 @@ struct TrialWorld {
   std::vector<Choice> candidates(const CollArgs& call) const {
     return trialChoices(call.kind, call.count * dtypeSize(call.dtype), shape, defaultTunerParams(),
                         allAlgorithms(), envRestrictions(), 1e9, 3);
+  }
+  // Runs a's trials to their end on n ranks (OnlineTuner(rounds, 0, 1e9, 3,
+  // syncFromUs)): call `call` on rank r reports us(r, call). Returns rank
+  // 0's decision.
+  const Algorithm* decide(int n, int rounds, double syncFromUs,
+                          const std::function<double(int rank, int call)>& us) const {
+    const Algorithm* kept = nullptr;
+    const int calls = OnlineTuner::kPasses * static_cast<int>(candidates(a).size()) *
+                      OnlineTuner::segmentFor(rounds);
+    const auto st = runWorld(n, kRoomy, [&](CollContext& base) -> Status {
+      auto& ctx = static_cast<TestContext&>(base);
+      ctx.useTuner(&tuner);
+      OnlineTuner online(rounds, 0, 1e9, 3, syncFromUs);
+      for (int call = 0; call < calls; ++call) {
+        (void)online.choose(a, ctx);
+        WEFT_RETURN_IF_ERROR(online.ran(ctx, us(ctx.rank(), call)));
+      }
+      if (online.pending()) return makeError(weftInternalError, "still pending");
+      const Algorithm* mine = online.choose(a, ctx).alg;
+      if (ctx.rank() == 0) kept = mine;
+      return Status::ok();
+    });
+    EXPECT_EQ(firstError(st), "");
+    return kept;
   }
   TunerShape shape;
   Tuner tuner;
@@ -2010,29 +2037,15 @@ TEST(OnlineTuner, LongSegmentsLeaveTheirLongestCallOut) {
   // runner-up would win; trimmed, it is 10. With two such calls in each of
   // those segments, the trimmed mean is (3 x 10 + 400) / 4 = 107.5 and the
   // runner-up wins.
-  auto decide = [&](int stalls) -> const Algorithm* {
-    const Algorithm* kept = nullptr;
-    const auto st = runWorld(n, kRoomy, [&](CollContext& base) -> Status {
-      auto& ctx = static_cast<TestContext&>(base);
-      ctx.useTuner(&world.tuner);
-      OnlineTuner online(rounds, 0, 1e9, 3);
-      for (int call = 0; call < OnlineTuner::kPasses * m * segment; ++call) {
-        const OnlineTuner::TrialCall tc = OnlineTuner::trialCall(call, m, segment);
-        (void)online.choose(a, ctx);
-        const int within = call % segment;
-        double us = tc.candidate == 0 ? 10 : 12;
-        if (tc.candidate == 0 && ctx.rank() == 1 && tc.pass < 2 && within >= 1 && within <= stalls)
-          us = 400;
-        if (!tc.timed) us = 1e6;
-        WEFT_RETURN_IF_ERROR(online.ran(ctx, us));
-      }
-      if (online.pending()) return makeError(weftInternalError, "still pending");
-      const Algorithm* mine = online.choose(a, ctx).alg;
-      if (ctx.rank() == 0) kept = mine;
-      return Status::ok();
+  auto decide = [&](int stalls) {
+    return world.decide(n, rounds, kNoSync, [&](int rank, int call) {
+      const OnlineTuner::TrialCall tc = OnlineTuner::trialCall(call, m, segment);
+      const int within = call % segment;
+      if (!tc.timed) return 1e6;
+      if (tc.candidate == 0 && rank == 1 && tc.pass < 2 && within >= 1 && within <= stalls)
+        return 400.0;
+      return tc.candidate == 0 ? 10.0 : 12.0;
     });
-    EXPECT_EQ(firstError(st), "");
-    return kept;
   };
   EXPECT_EQ(decide(1), candidates[0].alg);
   const Algorithm* twice = decide(2);
@@ -2056,27 +2069,13 @@ TEST(OnlineTuner, SynchronisedSegmentsChargeALaggingRanksWork) {
   const std::vector<Choice> candidates = world.candidates(a);
   ASSERT_GE(candidates.size(), 2u);
   const int m = static_cast<int>(candidates.size());
-  auto decide = [&](bool sync) -> const Algorithm* {
-    const Algorithm* kept = nullptr;
-    const auto st = runWorld(n, kRoomy, [&](CollContext& base) -> Status {
-      auto& ctx = static_cast<TestContext&>(base);
-      ctx.useTuner(&world.tuner);
-      OnlineTuner online(rounds, 0, 1e9, 3, sync ? 0 : std::numeric_limits<double>::infinity());
-      for (int call = 0; call < OnlineTuner::kPasses * m * segment; ++call) {
-        const OnlineTuner::TrialCall tc = OnlineTuner::trialCall(call, m, segment);
-        (void)online.choose(a, ctx);
-        const bool lastOfSegment = (call + 1) % segment == 0;
-        if (tc.candidate == 0 && ctx.rank() == 1 && lastOfSegment)
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        WEFT_RETURN_IF_ERROR(online.ran(ctx, tc.candidate == 0 ? 10 : 12));
-      }
-      if (online.pending()) return makeError(weftInternalError, "still pending");
-      const Algorithm* mine = online.choose(a, ctx).alg;
-      if (ctx.rank() == 0) kept = mine;
-      return Status::ok();
+  auto decide = [&](bool sync) {
+    return world.decide(n, rounds, sync ? 0 : kNoSync, [&](int rank, int call) {
+      const OnlineTuner::TrialCall tc = OnlineTuner::trialCall(call, m, segment);
+      if (tc.candidate == 0 && rank == 1 && (call + 1) % segment == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return tc.candidate == 0 ? 10.0 : 12.0;
     });
-    EXPECT_EQ(firstError(st), "");
-    return kept;
   };
   EXPECT_EQ(decide(false), candidates[0].alg);
   const Algorithm* synced = decide(true);
