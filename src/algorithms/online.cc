@@ -7,6 +7,7 @@
 #include <string>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/detail.h"
 #include "base/dtype.h"
 #include "base/env.h"
 #include "base/log.h"
@@ -145,7 +146,9 @@ Status OnlineTuner::waitForAll(CollContext& ctx, double* us) {
   gather.dtype = weftUint8;
   WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
   *us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  return Status::ok();
+  // Over TCP a send may still read `mine` or `all`, which end here.
+  Progress progress(ctx.health());
+  return algo::waitSourcesRead(ctx, progress);
 }
 
 Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
@@ -165,6 +168,11 @@ Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
   gather.count = n * sizeof(double);
   gather.dtype = weftUint8;
   WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
+  {
+    // Over TCP a send may still read `typical` or `all`, which end with this call.
+    Progress progress(ctx.health());
+    WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(ctx, progress));
+  }
   // A candidate's time is its slowest rank's figure: a collective is done
   // when its last rank is (a chain broadcast's root finishes long before
   // the chain's end). The model's choice stays unless another beats it by
