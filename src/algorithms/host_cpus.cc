@@ -132,29 +132,31 @@ std::vector<int> machinesOf(std::span<const CpuRecord> ranks, std::vector<CpuRec
   return machineOf;
 }
 
+// The model pairs one CPU count with the most ranks on any host (or
+// machine): the worst one's ranks per CPU, scaled to that many ranks.
+int cpusFor(int mostRanks, double ranksPerCpu) {
+  if (ranksPerCpu <= 0 || mostRanks == 0) return 0;
+  return std::max(1, static_cast<int>(std::floor(mostRanks / ranksPerCpu + 1e-9)));
+}
+
 }  // namespace
 
 int worstHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf) {
   int maxRanks = 0;
-  const double worst = worstRanksPerCpu(ranks, hostOf, &maxRanks);
-  // The model pairs one CPU count with the most ranks on any host: the worst
-  // host's ranks per CPU, scaled to that many ranks.
-  if (worst <= 0 || maxRanks == 0) return 0;
-  return std::max(1, static_cast<int>(std::floor(maxRanks / worst + 1e-9)));
+  const double perCpu = worstRanksPerCpu(ranks, hostOf, &maxRanks);
+  return cpusFor(maxRanks, perCpu);
 }
 
 int modelHostCpus(std::span<const CpuRecord> ranks, std::span<const int> hostOf) {
-  const int perHost = worstHostCpus(ranks, hostOf);
-  if (perHost == 0) return 0;
+  int maxRanks = 0;
+  const double perHost = worstRanksPerCpu(ranks, hostOf, &maxRanks);
+  if (perHost <= 0) return 0;
   std::vector<CpuRecord> masks;
   const std::vector<int> machineOf = machinesOf(ranks, &masks);
   int mostOnMachine = 0;
   const double perMachine = worstRanksPerCpu(masks, machineOf, &mostOnMachine);
-  if (perMachine <= 0) return perHost;
-  int maxRanks = 0;
-  (void)worstRanksPerCpu(ranks, hostOf, &maxRanks);
-  const int share = std::max(1, static_cast<int>(std::floor(maxRanks / perMachine + 1e-9)));
-  return std::min(perHost, share);
+  // The host's own CPUs, or its share of a machine more crowded than it.
+  return cpusFor(maxRanks, std::max(perHost, perMachine));
 }
 
 bool machineOversubscribed(std::span<const CpuRecord> ranks) {
@@ -165,7 +167,7 @@ bool machineOversubscribed(std::span<const CpuRecord> ranks) {
   if (most < 2) return false;  // one rank per machine (the usual cluster)
   // The worst machine's CPUs scaled to `most` ranks: fewer than that many
   // CPUs means more ranks than CPUs there.
-  const int cpus = perCpu > 0 ? std::max(1, static_cast<int>(std::floor(most / perCpu + 1e-9))) : 0;
+  const int cpus = cpusFor(most, perCpu);
   return cpus > 0 && cpus < most;
 }
 

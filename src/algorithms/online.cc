@@ -24,6 +24,21 @@ int algorithmsOf(CollKind kind) {
   return counts[static_cast<size_t>(kind) % counts.size()];
 }
 
+// Every rank's `bytes` of send in rank order in recv, by the selector's
+// all-gather (never a trial itself). Returns once no TCP send still reads
+// send or recv, which are usually the caller's locals.
+Status allGatherBytes(CollContext& ctx, const void* send, void* recv, size_t bytes) {
+  CollArgs gather;
+  gather.kind = CollKind::AllGather;
+  gather.send = send;
+  gather.recv = recv;
+  gather.count = bytes;
+  gather.dtype = weftUint8;
+  WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
+  Progress progress(ctx.health());
+  return algo::waitSourcesRead(ctx, progress);
+}
+
 }  // namespace
 
 OnlineTuner::OnlineTuner(int rounds, double budgetUs, double spread, int most, double syncFromUs)
@@ -138,17 +153,9 @@ Status OnlineTuner::waitForAll(CollContext& ctx, double* us) {
   const auto start = std::chrono::steady_clock::now();
   const uint8_t mine = 1;
   std::vector<uint8_t> all(static_cast<size_t>(ctx.nranks()));
-  CollArgs gather;
-  gather.kind = CollKind::AllGather;
-  gather.send = &mine;
-  gather.recv = all.data();
-  gather.count = 1;
-  gather.dtype = weftUint8;
-  WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
+  WEFT_RETURN_IF_ERROR(allGatherBytes(ctx, &mine, all.data(), 1));
   *us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  // Over TCP a send may still read `mine` or `all`, which end here.
-  Progress progress(ctx.health());
-  return algo::waitSourcesRead(ctx, progress);
+  return Status::ok();
 }
 
 Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
@@ -161,18 +168,7 @@ Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
     typical[c] = means[kPasses / 2];
   }
   std::vector<double> all(n * static_cast<size_t>(ctx.nranks()));
-  CollArgs gather;
-  gather.kind = CollKind::AllGather;
-  gather.send = typical.data();
-  gather.recv = all.data();
-  gather.count = n * sizeof(double);
-  gather.dtype = weftUint8;
-  WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
-  {
-    // Over TCP a send may still read `typical` or `all`, which end with this call.
-    Progress progress(ctx.health());
-    WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(ctx, progress));
-  }
+  WEFT_RETURN_IF_ERROR(allGatherBytes(ctx, typical.data(), all.data(), n * sizeof(double)));
   // A candidate's time is its slowest rank's figure: a collective is done
   // when its last rank is (a chain broadcast's root finishes long before
   // the chain's end). The model's choice stays unless another beats it by

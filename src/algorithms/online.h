@@ -32,7 +32,7 @@
 // trials said 107-142 us a call and chain's 95-288 (chain's segments after
 // binomial's held calls of 1.5-4 ms), so binomial replaced the model's chain
 // in 15 runs of 16, where in loops chain takes 135-233 us a call and
-// binomial 189-235 (slowest rank). Synchronised: chain 166-237, binomial
+// binomial 189-236 (slowest rank). Synchronised: chain 166-237, binomial
 // 254-383, and chain stayed in 6 runs of 6, at 2 MiB as well. The wait is
 // one all-gather of a byte per segment, in segments the model predicts at
 // kSyncFromUs or more. Why more calls for
