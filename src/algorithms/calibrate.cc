@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/byte_collectives.h"
 #include "algorithms/detail.h"
 #include "algorithms/select.h"
 #include "algorithms/tuner.h"
@@ -333,20 +334,6 @@ const char* sourceName(uint32_t s) {
   }
 }
 
-Status broadcastBytes(CollContext& ctx, void* data, size_t bytes) {
-  CollArgs a;
-  a.kind = CollKind::Broadcast;
-  a.send = data;
-  a.recv = data;
-  a.count = bytes;
-  a.dtype = weftUint8;
-  a.root = 0;
-  WEFT_RETURN_IF_ERROR(chainBroadcast(ctx, a));
-  // The root's sends may read `data`, a local of the caller, for a while yet.
-  Progress progress(ctx.health());
-  return algo::waitSourcesRead(ctx, progress);
-}
-
 // On an oversubscribed host (tuner.h) the ping-pong measured the hand-off
 // plus the wait for a peer that was not running, since the ranks not in the
 // ping-pong compete for the CPUs. The model charges that wait per awaited
@@ -425,7 +412,7 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
   }
   if (r == 0 && source == kDefaults && n > 1 && envInt("TUNER_CALIBRATE", 1) != 0)
     source = kCalibrate;
-  if (n > 1) WEFT_RETURN_IF_ERROR(broadcastBytes(ctx, &source, sizeof(source)));
+  if (n > 1) WEFT_RETURN_IF_ERROR(algo::broadcastBytes(ctx, &source, sizeof(source)));
 
   if (source == kCalibrate) {
     const auto t0 = Clock::now();
@@ -481,7 +468,7 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
     applyTunerEnv(&params);
     if (!tunerParamsValid(params)) params = defaultTunerParams();
   }
-  if (n > 1) WEFT_RETURN_IF_ERROR(broadcastBytes(ctx, &params, sizeof(params)));
+  if (n > 1) WEFT_RETURN_IF_ERROR(algo::broadcastBytes(ctx, &params, sizeof(params)));
   if (!tunerParamsValid(params)) params = defaultTunerParams();
   const LinkParams* l = params.link;
   WEFT_INFO(kLogTuning,

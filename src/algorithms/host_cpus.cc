@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/byte_collectives.h"
 #include "algorithms/detail.h"
 #include "algorithms/ring_order.h"
 #include "algorithms/tuner.h"
@@ -217,13 +218,9 @@ Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* 
   mine.machine = bootIdHash();
   std::vector<CpuRecord> all(static_cast<size_t>(n));
   if (n > 1) {
-    CollArgs a;
-    a.kind = CollKind::AllGather;
-    a.send = &mine;
-    a.recv = all.data();
-    a.count = sizeof(CpuRecord);
-    a.dtype = weftUint8;
-    WEFT_RETURN_IF_ERROR(ringAllGather(ctx, a));
+    // Before the tuner exists: a fixed algorithm.
+    WEFT_RETURN_IF_ERROR(
+        algo::allGatherBytes(ctx, &mine, all.data(), sizeof(CpuRecord), ringAllGather));
   } else {
     all[0] = mine;
   }
@@ -241,19 +238,7 @@ Status agreeCpuLayout(CollContext& ctx, std::span<const int> hostOf, CpuLayout* 
       answer[2] = 0;
     }
   }
-  if (n > 1) {
-    CollArgs a;
-    a.kind = CollKind::Broadcast;
-    a.send = answer;
-    a.recv = answer;
-    a.count = sizeof(answer);
-    a.dtype = weftUint8;
-    a.root = 0;
-    WEFT_RETURN_IF_ERROR(chainBroadcast(ctx, a));
-  }
-  // Sends may still read `mine`, `all` or `answer`, which end with this call.
-  Progress progress(ctx.health());
-  WEFT_RETURN_IF_ERROR(algo::waitSourcesRead(ctx, progress));
+  if (n > 1) WEFT_RETURN_IF_ERROR(algo::broadcastBytes(ctx, answer, sizeof(answer)));
   out->hostCpus = std::max(answer[0], 0);
   out->ownHostCpus = std::max(answer[1], 0);
   out->machineOversubscribed = answer[2] != 0;

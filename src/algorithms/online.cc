@@ -7,6 +7,7 @@
 #include <string>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/byte_collectives.h"
 #include "algorithms/detail.h"
 #include "base/dtype.h"
 #include "base/env.h"
@@ -22,21 +23,6 @@ int algorithmsOf(CollKind kind) {
     return c;
   }();
   return counts[static_cast<size_t>(kind) % counts.size()];
-}
-
-// Every rank's `bytes` of send in rank order in recv, by the selector's
-// all-gather (never a trial itself). Returns once no TCP send still reads
-// send or recv, which are usually the caller's locals.
-Status allGatherBytes(CollContext& ctx, const void* send, void* recv, size_t bytes) {
-  CollArgs gather;
-  gather.kind = CollKind::AllGather;
-  gather.send = send;
-  gather.recv = recv;
-  gather.count = bytes;
-  gather.dtype = weftUint8;
-  WEFT_RETURN_IF_ERROR(selectAlgorithm(gather, ctx).run(ctx, gather));
-  Progress progress(ctx.health());
-  return algo::waitSourcesRead(ctx, progress);
 }
 
 }  // namespace
@@ -153,7 +139,7 @@ Status OnlineTuner::waitForAll(CollContext& ctx, double* us) {
   const auto start = std::chrono::steady_clock::now();
   const uint8_t mine = 1;
   std::vector<uint8_t> all(static_cast<size_t>(ctx.nranks()));
-  WEFT_RETURN_IF_ERROR(allGatherBytes(ctx, &mine, all.data(), 1));
+  WEFT_RETURN_IF_ERROR(algo::allGatherBytes(ctx, &mine, all.data(), 1));
   *us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   return Status::ok();
 }
@@ -168,7 +154,7 @@ Status OnlineTuner::agree(CollContext& ctx, const Key& key, Trials& t) {
     typical[c] = means[kPasses / 2];
   }
   std::vector<double> all(n * static_cast<size_t>(ctx.nranks()));
-  WEFT_RETURN_IF_ERROR(allGatherBytes(ctx, typical.data(), all.data(), n * sizeof(double)));
+  WEFT_RETURN_IF_ERROR(algo::allGatherBytes(ctx, typical.data(), all.data(), n * sizeof(double)));
   // A candidate's time is its slowest rank's figure: a collective is done
   // when its last rank is (a chain broadcast's root finishes long before
   // the chain's end). The model's choice stays unless another beats it by
