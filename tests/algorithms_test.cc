@@ -2128,7 +2128,11 @@ TEST(AlgorithmsTest, Hierarchical) {
       }
       cases.push_back(allReduceCase("hier", weftFloat32, Op::Avg, kSeveralChunks, n, cfg, true));
       cases.push_back(reduceScatterCase(weftFloat16, Op::PreMulSum, kSeveralChunks, n, cfg, false));
+      // Hosts of consecutive ranks reduce each host's blocks in the input
+      // where they are (no reordering copy), in place too.
+      cases.push_back(reduceScatterCase(weftFloat32, Op::Sum, kSeveralChunks, n, cfg, true));
       cases.push_back(allGatherCase(weftFloat32, kSeveralChunks, n, 0, cfg, false));
+      cases.push_back(allGatherCase(weftInt8, kSeveralChunks, n, 0, cfg, true));
       runCases(n, cfg, cases);
     }
   }

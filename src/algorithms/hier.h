@@ -39,6 +39,16 @@ struct HostLayout {
     for (const auto& h : hosts) s.push_back(h[li]);
     return s;
   }
+  // Whether every host's ranks are consecutive (rank hosts[h][0] + i is
+  // hosts[h][i]), as when a launcher deals ranks to hosts in blocks.
+  bool hostsAreRankRuns() const {
+    for (const auto& h : hosts) {
+      for (size_t i = 0; i < h.size(); ++i) {
+        if (h[i] != h[0] + static_cast<int>(i)) return false;
+      }
+    }
+    return true;
+  }
   std::vector<std::vector<int>> hosts;
   int myHost = 0, localIndex = 0;
   int perHost = 0;  // ranks on every host, 0 when hosts differ
