@@ -12,7 +12,7 @@
 // Cost, n = m*H ranks, N = n*count bytes of input: within a host log2(m)
 // steps (H*log2(m) without the reordering), about (m-1)/m * N sent and
 // received; across hosts log2(H) steps, about (H-1)/H * N/m (+2 steps each
-// where not a power of two); scratch N (+N/m without the reordering).
+// where not a power of two); scratch N (N/H + N/m without the reordering).
 // Deadlock-free with any slot count.
 //
 // Without the reordering copy, 4 ranks as 2 hosts on 2 CPUs, forced, median
@@ -51,21 +51,22 @@ Status hierReduceScatter(CollContext& ctx, const CollArgs& a) {
   // block of rank hosts[h][li], summed over this host.
   const bool byHost = !a.op.preMul && layout.hostsAreRankRuns() && m * bb >= ctx.chunkBytes();
   thread_local std::vector<char> scratchVec;
-  algo::Scratch scratch(scratchVec, (byHost ? n + nh : n) * bb);
+  algo::Scratch scratch(scratchVec, (byHost ? m + nh : n) * bb);
   char* slice = nullptr;
   if (byHost) {
     // Host h's blocks lie side by side in the input, so one halving
     // reduce-scatter per host, each reading the input where it is, leaves
     // this rank the block of hosts[h][li] for every h: H times the steps,
-    // the same bytes, and no reordering copy of N. Each host's partial sums
-    // get a buffer of their own: a TCP send may still read the last one.
+    // the same bytes, and no reordering copy of N. The hosts' partial sums
+    // share one buffer of m blocks: an exchange returns only once no send
+    // reads its source any more.
     for (int q = 0; q <= m; ++q) bounds[q] = a.count * q;
-    slice = scratch.data() + n * bb;
+    slice = scratch.data() + m * bb;
     for (int h = 0; h < nh; ++h) {
-      const size_t row = static_cast<size_t>(layout.hosts[h][0]) * bb;
+      const char* row = in + static_cast<size_t>(layout.hosts[h][0]) * bb;
       char* mine = nh > 1 ? slice + h * bb : out;
-      WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(host, progress, scratch.data() + row,
-                                                      bounds.data(), acc, in + row, mine));
+      WEFT_RETURN_IF_ERROR(algo::halvingReduceScatter(host, progress, scratch.data(), bounds.data(),
+                                                      acc, row, mine));
     }
   } else {
     // Position li'*H + h' holds the block of rank hosts[h'][li'].

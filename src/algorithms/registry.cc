@@ -103,13 +103,13 @@ constexpr Algorithm kAlgorithms[] = {
      hierAllReduce},
     {CollKind::ReduceScatter, "hier",
      "two-level: reduce-scatter within each host, then across hosts per slice",
-     "within a host of m ranks log2(m) steps and (m-1)/m*N; across H hosts log2(H) steps and "
-     "(H-1)/H*N/m (N = whole input)",
+     "within a host of m ranks log2(m) steps (H*log2(m) for large blocks on hosts of consecutive "
+     "ranks) and (m-1)/m*N; across H hosts log2(H) steps and (H-1)/H*N/m (N = whole input)",
      hierReduceScatter},
     {CollKind::AllGather, "hier",
      "two-level: all-gather across hosts per slice, then within each host",
-     "across H hosts log2(H) steps and (H-1)/H*N/m; within a host of m ranks log2(m) steps and "
-     "(m-1)/m*N (N = whole output)",
+     "across H hosts log2(H) steps and (H-1)/H*N/m; within a host of m ranks log2(m) steps "
+     "(H*log2(m) for large blocks on hosts of consecutive ranks) and (m-1)/m*N (N = whole output)",
      hierAllGather},
     {CollKind::Send, "p2p", "a lone send: one-message batch", "ceil(N/chunk) slots; sends N",
      singleSend},
