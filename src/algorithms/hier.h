@@ -2,6 +2,7 @@
 // context that runs an algorithm on a subset of the ranks.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "algorithms/coll.h"
@@ -39,15 +40,19 @@ struct HostLayout {
     for (const auto& h : hosts) s.push_back(h[li]);
     return s;
   }
-  // Whether every host's ranks are consecutive (rank hosts[h][0] + i is
-  // hosts[h][i]), as when a launcher deals ranks to hosts in blocks.
-  bool hostsAreRankRuns() const {
+  // Whether the hierarchical reduce-scatter and all-gather run their
+  // intra-host stage once per host, on that host's blocks where they lie in
+  // the caller's buffer: every host's ranks are consecutive (rank
+  // hosts[h][0] + i is hosts[h][i], as when a launcher deals ranks to hosts
+  // in blocks), so a host's blocks lie side by side, and they fill a chunk,
+  // so the H-fold steps cost less than the reordering copy they replace.
+  bool stagesPerHost(size_t blockBytes, size_t chunkBytes) const {
     for (const auto& h : hosts) {
       for (size_t i = 0; i < h.size(); ++i) {
         if (h[i] != h[0] + static_cast<int>(i)) return false;
       }
     }
-    return true;
+    return static_cast<size_t>(perHost) * blockBytes >= chunkBytes;
   }
   std::vector<std::vector<int>> hosts;
   int myHost = 0, localIndex = 0;

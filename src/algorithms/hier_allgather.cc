@@ -37,9 +37,9 @@ Status hierAllGather(CollContext& ctx, const CollArgs& a) {
   const int nh = static_cast<int>(layout.hosts.size());
   const int li = layout.localIndex;
 
-  // Host h's blocks lie side by side in the output when its ranks are
-  // consecutive; then only this rank's slice needs scratch.
-  const bool byHost = layout.hostsAreRankRuns() && m * bb >= ctx.chunkBytes();
+  // Per host (HostLayout::stagesPerHost), only this rank's slice needs
+  // scratch.
+  const bool byHost = layout.stagesPerHost(bb, ctx.chunkBytes());
   // Else position li'*H + h' holds the block of rank hosts[h'][li'].
   thread_local std::vector<char> scratchVec;
   algo::Scratch scratch(scratchVec, (byHost ? nh : n) * bb);

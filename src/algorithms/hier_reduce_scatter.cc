@@ -49,7 +49,7 @@ Status hierReduceScatter(CollContext& ctx, const CollArgs& a) {
 
   // The slice this rank then reduces across hosts: position h holds the
   // block of rank hosts[h][li], summed over this host.
-  const bool byHost = !a.op.preMul && layout.hostsAreRankRuns() && m * bb >= ctx.chunkBytes();
+  const bool byHost = !a.op.preMul && layout.stagesPerHost(bb, ctx.chunkBytes());
   thread_local std::vector<char> scratchVec;
   algo::Scratch scratch(scratchVec, (byHost ? m + nh : n) * bb);
   char* slice = nullptr;
