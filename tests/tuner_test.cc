@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/hier.h"
 #include "algorithms/ring_order.h"
 #include "algorithms/select.h"
 #include "algorithms/spec.h"
@@ -361,6 +362,59 @@ TEST(TunerModel, TwoHostsKeepTheRingWhereRhdTiesIt) {
                        "ring")
               << bytes << " bytes, net " << alpha << " us " << gbps << " GB/s, reduce " << reduce;
       }
+}
+
+// How a launcher deals ranks to hosts decides whether hier reduce-scatter
+// and all-gather can run their intra-host stage per host (algo::
+// stagesPerHost): the model asks the same question of the shape.
+TEST(HostLayout, EvenRankRuns) {
+  using V = std::vector<int>;
+  for (const V& yes : {V{}, V{0}, V{0, 0}, V{0, 1}, V{0, 0, 1, 1}, V{3, 3, 0, 0, 7, 7},
+                       V{0, 0, 0, 1, 1, 1}, V{1, 1, 0, 0}})
+    EXPECT_TRUE(algo::hostsAreEvenRankRuns(yes)) << ::testing::PrintToString(yes);
+  for (const V& no : {V{0, 1, 0, 1}, V{0, 0, 1}, V{0, 1, 1}, V{0, 0, 1, 1, 0, 0},
+                      V{0, 0, 1, 1, 2, 2, 2, 2}, V{0, 1, 1, 0}})
+    EXPECT_FALSE(algo::hostsAreEvenRankRuns(no)) << ::testing::PrintToString(no);
+  // The per-host stages also need a host's blocks to fill a chunk.
+  EXPECT_TRUE(algo::stagesPerHost(true, 4, 64 << 10, 256 << 10));
+  EXPECT_FALSE(algo::stagesPerHost(true, 4, (64 << 10) - 1, 256 << 10));
+  EXPECT_FALSE(algo::stagesPerHost(false, 4, 1 << 20, 256 << 10));
+  EXPECT_FALSE(algo::stagesPerHost(true, 0, 1 << 20, 256 << 10));
+}
+
+// hier reduce-scatter and all-gather either run the intra-host stage once
+// per host (H x log2(m) steps) or reorder all N bytes through scratch once
+// (log2(m) steps and a copy of N): the model charges whichever runs.
+TEST(TunerModel, HierChargesPerHostStepsOrTheReorderingCopy) {
+  const TunerParams p = defaultTunerParams();
+  const double shmAlpha = p.link[static_cast<int>(LinkClass::Shm)].alphaUs;
+  const double shmUsPerByte = 1e-3 / p.link[static_cast<int>(LinkClass::Shm)].gbps;
+  const int hosts = 8, perHost = 4, n = hosts * perHost;
+  const TunerShape runs = shape(n, hosts);
+  TunerShape dealt = runs;
+  dealt.hostsAreRankRuns = false;
+  ASSERT_FALSE(oversubscribed(runs));
+  for (CollKind k : {CollKind::ReduceScatter, CollKind::AllGather}) {
+    // A host's blocks fill a chunk: H-1 more rounds of log2(4) = 2 steps,
+    // against a copy of N.
+    const size_t block = 1 << 20;
+    const double perHostUs = predictCost(k, "hier", block, runs, p)->us;
+    const double reorderUs = predictCost(k, "hier", block, dealt, p)->us;
+    EXPECT_NEAR(reorderUs - perHostUs,
+                double(block) * n * shmUsPerByte - (hosts - 1) * 2 * shmAlpha, 1e-6)
+        << collName(k);
+    EXPECT_GT(reorderUs, perHostUs) << collName(k);
+    // Below a chunk per host both layouts reorder.
+    const size_t small = runs.slotBytes / perHost - 1;
+    EXPECT_EQ(predictCost(k, "hier", small, runs, p)->us,
+              predictCost(k, "hier", small, dealt, p)->us)
+        << collName(k);
+    // Per host, the steps grow with the hosts; the bytes per rank do not.
+    TunerParams slowSteps = p;
+    slowSteps.link[static_cast<int>(LinkClass::Shm)].alphaUs = 100;
+    const double moreSteps = predictCost(k, "hier", block, runs, slowSteps)->us - perHostUs;
+    EXPECT_NEAR(moreSteps, hosts * 2 * (100 - shmAlpha), 1e-6) << collName(k);
+  }
 }
 
 TEST(TunerModel, PredictionsAreSane) {
@@ -1202,6 +1256,31 @@ TEST(WeftInfo, PlansAnOversubscribedHost) {
   EXPECT_EQ(enough.substr(enough.find("# AllGather")), normal.substr(normal.find("# AllGather")));
   runInfo("--plan -n 4 --cpus-per-host two", &status);
   EXPECT_NE(status, 0);
+}
+
+// Ranks dealt to hosts in turn: the plan says so, and hier reduce-scatter
+// is charged its reordering copy.
+TEST(WeftInfo, PlansRanksDealtRoundRobin) {
+  int status = -1;
+  const std::string args = "--plan -n 8 --hosts 2 --coll reducescatter --min 64M --max 64M --all";
+  const std::string blocks = runInfo(args, &status);
+  EXPECT_EQ(status, 0) << blocks;
+  EXPECT_EQ(blocks.find("not in blocks"), std::string::npos) << blocks;
+  const std::string turns = runInfo(args + " --round-robin", &status);
+  EXPECT_EQ(status, 0) << turns;
+  EXPECT_NE(turns.find("8 ranks on 2 host(s), 4 per host, not in blocks of consecutive ranks"),
+            std::string::npos)
+      << turns;
+  // The hier row's predicted time (the last column) grows.
+  auto hierUs = [](const std::string& out) {
+    const size_t at = out.find(" hier ");
+    if (at == std::string::npos) return -1.0;
+    const size_t eol = out.find('\n', at);
+    const std::string row = out.substr(at, eol - at);
+    return std::stod(row.substr(row.find_last_of(' ') + 1));
+  };
+  ASSERT_GT(hierUs(blocks), 0) << blocks;
+  EXPECT_GT(hierUs(turns), hierUs(blocks)) << blocks << turns;
 }
 
 TEST(WeftInfo, BadArgumentsSayWhy) {

@@ -5,6 +5,7 @@
 //                                  protocols, description, cost
 //   weft-info --plan -n 8 --hosts 2 [--coll allreduce] [--dtype float]
 //             [--min 8] [--max 1G] [--all] [--cpus-per-host C]
+//             [--round-robin]
 //                                  per size (nccl-tests' size column: the
 //                                  whole buffer), the tuner's algorithm,
 //                                  protocol, chunk and predicted time;
@@ -12,7 +13,10 @@
 //                                  plans for an oversubscribed host (a job
 //                                  finds it from its ranks' affinity; 0, the
 //                                  default: as many CPUs as ranks, or
-//                                  WEFT_TUNER_HOST_CPUS where set)
+//                                  WEFT_TUNER_HOST_CPUS where set);
+//                                  --round-robin: ranks dealt to hosts in
+//                                  turn (mpirun --map-by node), not in
+//                                  blocks of consecutive ranks
 //   weft-info --params             the model parameters in use
 //   weft-info --dump PID...        asks running ranks for their flight
 //                                  records (SIGUSR1); merge the files with
@@ -61,6 +65,7 @@ int usage(const char* why) {
                "usage: weft-info [--list]\n"
                "       weft-info --plan -n RANKS [--hosts H] [--coll NAME] [--dtype T]\n"
                "                 [--min BYTES] [--max BYTES] [--all] [--cpus-per-host C]\n"
+               "                 [--round-robin]\n"
                "       weft-info --params\n"
                "       weft-info --dump PID...\n");
   return 2;
@@ -167,10 +172,12 @@ void plan(const TunerShape& shape, const TunerParams& p, const std::vector<CollK
   if (shape.hostCpus > 0)
     std::snprintf(cpus, sizeof(cpus), " on %d CPUs%s", shape.hostCpus,
                   oversubscribed(shape) && p.schedUs > 0 ? " (oversubscribed model)" : "");
-  std::printf("# %d ranks on %d host(s), %d per host%s; slot %s, single copy %s; dtype %s\n",
-              shape.nranks, shape.nhosts, shape.ranksPerHost, cpus, human(shape.slotBytes).c_str(),
-              shape.canPublish ? ("from " + human(shape.directMinBytes)).c_str() : "off",
-              dtypeName(dtype));
+  std::printf(
+      "# %d ranks on %d host(s), %d per host%s%s; slot %s, single copy %s; dtype %s\n",
+      shape.nranks, shape.nhosts, shape.ranksPerHost, cpus,
+      shape.nhosts > 1 && !shape.hostsAreRankRuns ? ", not in blocks of consecutive ranks" : "",
+      human(shape.slotBytes).c_str(),
+      shape.canPublish ? ("from " + human(shape.directMinBytes)).c_str() : "off", dtypeName(dtype));
   std::printf(
       "# parameters: %s (and WEFT_TUNER_* overrides); a job calibrates unless "
       "WEFT_TUNER_CALIBRATE=0 or WEFT_TUNER_FILE is valid\n",
@@ -233,7 +240,7 @@ int dump(int argc, char** argv, int first) {
 }
 
 int main(int argc, char** argv) {
-  bool doPlan = false, doParams = false, all = false;
+  bool doPlan = false, doParams = false, all = false, roundRobin = false;
   int n = 0, hosts = 1;
   int cpusPerHost = static_cast<int>(std::clamp<int64_t>(envInt("TUNER_HOST_CPUS", 0), 0, 1 << 20));
   std::vector<CollKind> kinds;
@@ -266,6 +273,8 @@ int main(int argc, char** argv) {
       doParams = true;
     } else if (arg == "--all") {
       all = true;
+    } else if (arg == "--round-robin") {
+      roundRobin = true;
     } else if (arg == "-n" || arg == "--nranks") {
       n = std::atoi(value().c_str());
     } else if (arg == "--hosts") {
@@ -315,6 +324,9 @@ int main(int argc, char** argv) {
   shape.nranks = n;
   shape.nhosts = hosts;
   shape.ranksPerHost = (n + hosts - 1) / hosts;
+  // Round robin with 2+ ranks per host, or uneven hosts: no host's blocks
+  // lie side by side.
+  shape.hostsAreRankRuns = n % hosts == 0 && (!roundRobin || hosts == 1 || hosts == n);
   shape.hostCpus = cpusPerHost;
   // The chunk: TCP's own when every pair is on TCP (transport.cc).
   shape.slotBytes = hosts == n && n > 1 ? tcpOnlySlotBytes() : ShmOptions::fromEnv().slotBytes;

@@ -3,11 +3,43 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "algorithms/coll.h"
 
 namespace weft::algo {
+
+// Whether the ranks fall into blocks of equal length, one per host, in rank
+// order: every host's ranks are consecutive and every host has as many, as
+// when a launcher deals ranks to hosts in blocks (mpirun, srun and weftrun
+// --hosts by default). hostOf[r]: rank r's host id.
+inline bool hostsAreEvenRankRuns(std::span<const int> hostOf) {
+  const size_t n = hostOf.size();
+  if (n == 0) return true;
+  size_t run = 1;
+  while (run < n && hostOf[run] == hostOf[0]) ++run;
+  if (n % run != 0) return false;
+  for (size_t r = 0; r < n; ++r) {
+    if (hostOf[r] != hostOf[r - r % run]) return false;
+  }
+  for (size_t b = run; b < n; b += run) {
+    for (size_t c = 0; c < b; c += run) {
+      if (hostOf[b] == hostOf[c]) return false;
+    }
+  }
+  return true;
+}
+
+// Whether the hierarchical reduce-scatter and all-gather run their
+// intra-host stage once per host, on that host's blocks where they lie in
+// the caller's buffer: the hosts are even rank runs, so a host's blocks lie
+// side by side, and they fill a chunk, so the H-fold steps cost less than
+// the reordering copy of N they replace (a chunk copied costs more than a
+// step). The tuner's model asks the same question.
+inline bool stagesPerHost(bool evenRankRuns, int perHost, size_t blockBytes, size_t chunkBytes) {
+  return evenRankRuns && perHost > 0 && static_cast<size_t>(perHost) * blockBytes >= chunkBytes;
+}
 
 // Ranks grouped by CollContext::hostOf: hosts in order of their lowest rank,
 // each host's ranks in rank order.
@@ -15,8 +47,9 @@ struct HostLayout {
   explicit HostLayout(CollContext& ctx) {
     const int n = ctx.nranks();
     std::vector<int> seen;  // host id -> index in hosts
+    std::vector<int> hostOf(static_cast<size_t>(n));
     for (int q = 0; q < n; ++q) {
-      const int id = ctx.hostOf(q);
+      const int id = hostOf[q] = ctx.hostOf(q);
       size_t h = 0;
       while (h < seen.size() && seen[h] != id) ++h;
       if (h == seen.size()) {
@@ -33,6 +66,7 @@ struct HostLayout {
     for (const auto& h : hosts) {
       if (static_cast<int>(h.size()) != perHost) perHost = 0;
     }
+    rankRuns = hostsAreEvenRankRuns(hostOf);
   }
   // The ranks with local index li on every host, in host order.
   std::vector<int> slice(int li) const {
@@ -40,23 +74,13 @@ struct HostLayout {
     for (const auto& h : hosts) s.push_back(h[li]);
     return s;
   }
-  // Whether the hierarchical reduce-scatter and all-gather run their
-  // intra-host stage once per host, on that host's blocks where they lie in
-  // the caller's buffer: every host's ranks are consecutive (rank
-  // hosts[h][0] + i is hosts[h][i], as when a launcher deals ranks to hosts
-  // in blocks), so a host's blocks lie side by side, and they fill a chunk,
-  // so the H-fold steps cost less than the reordering copy they replace.
   bool stagesPerHost(size_t blockBytes, size_t chunkBytes) const {
-    for (const auto& h : hosts) {
-      for (size_t i = 0; i < h.size(); ++i) {
-        if (h[i] != h[0] + static_cast<int>(i)) return false;
-      }
-    }
-    return static_cast<size_t>(perHost) * blockBytes >= chunkBytes;
+    return algo::stagesPerHost(rankRuns, perHost, blockBytes, chunkBytes);
   }
   std::vector<std::vector<int>> hosts;
   int myHost = 0, localIndex = 0;
-  int perHost = 0;  // ranks on every host, 0 when hosts differ
+  int perHost = 0;        // ranks on every host, 0 when hosts differ
+  bool rankRuns = false;  // hostsAreEvenRankRuns
 };
 
 // The ranks `members` (in that order) as a communicator of their own: rank i

@@ -20,6 +20,7 @@
 #include <limits>
 #include <vector>
 
+#include "algorithms/hier.h"
 #include "algorithms/select.h"
 #include "algorithms/spec.h"
 #include "base/dtype.h"
@@ -345,6 +346,17 @@ struct Model {
     while ((1 << k) < x) ++k;
     return k;
   }
+  // The hierarchical reduce-scatter's and all-gather's intra-host stage
+  // with `block` bytes per rank: run once per host (h * log2(p) steps), or
+  // once (log2(p) steps) after or before a local reordering copy of all n
+  // blocks, as algo::stagesPerHost decides.
+  bool hierPerHost(double block) const {
+    return algo::stagesPerHost(s.hostsAreRankRuns, ppn, static_cast<size_t>(block), s.slotBytes);
+  }
+  double hierInsideSteps(double block) const {
+    return (hierPerHost(block) ? h : 1) * ceilLog2(ppn);
+  }
+  double hierReorderBytes(double block) const { return hierPerHost(block) ? 0.0 : block * n; }
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -446,11 +458,14 @@ double rsRhd(const Model& m, double bytes, size_t*) {
          (m.n == m.p2() ? 0 : m.step(l) + m.dup(l) * bytes * m.beta(l));
 }
 double rsHier(const Model& m, double bytes, size_t*) {
-  // Recursive halving inside the host, then across hosts per slice.
+  // Recursive halving inside the host, then across hosts per slice. The
+  // first stage runs once per host (h times the steps) or once after a
+  // reordering copy of N (hier_reduce_scatter.cc).
   const int p = m.ppn, h = m.h;
   const double N = bytes * m.n;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
-  double t = m.ceilLog2(p) * m.step(s) + (p - 1.0) / p * N * (m.beta(s) + m.gamma());
+  double t = m.hierInsideSteps(bytes) * m.step(s) + (p - 1.0) / p * N * (m.beta(s) + m.gamma()) +
+             m.hierReorderBytes(bytes) * m.beta(s);
   if (h > 1) {
     t += m.ceilLog2(h) * m.step(net) + (h - 1.0) / h * N * m.beta(net) +
          (h - 1.0) / h * N / p * m.gamma();
@@ -478,11 +493,13 @@ double agRecDoubling(const Model& m, double b, size_t*) {
 }
 double agHier(const Model& m, double b, size_t*) {
   // Across hosts first (one leader per slice, sharing the NIC), then
-  // recursive doubling inside the host.
+  // recursive doubling inside the host: once per host, or once before a
+  // reordering copy of N (hier_allgather.cc).
   const int p = m.ppn, h = m.h;
   const double N = b * m.n;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
-  double t = m.ceilLog2(p) * m.step(s) + (p - 1.0) / p * N * m.dup(s) * m.beta(s);
+  double t = m.hierInsideSteps(b) * m.step(s) + (p - 1.0) / p * N * m.dup(s) * m.beta(s) +
+             m.hierReorderBytes(b) * m.beta(s);
   if (h > 1) t += m.ceilLog2(h) * m.step(net) + (h - 1.0) / h * N * m.beta(net);
   return t;
 }
@@ -957,6 +974,12 @@ Tuner::Tuner(const TunerShape& shape, const TunerParams& params)
               shape.ranksPerHost, shape.hostCpus,
               params.schedUs * (1.0 - static_cast<double>(shape.hostCpus) / shape.ranksPerHost),
               params.schedUs, shape.hostCpus, shape.ranksPerHost);
+  if (shape.nhosts > 1 && !shape.hostsAreRankRuns)
+    WEFT_INFO(kLogTuning,
+              "ranks are not dealt to the %d hosts in equal blocks of consecutive ranks: hier "
+              "reduce-scatter and all-gather reorder the whole buffer through scratch (a block "
+              "mapping, e.g. mpirun --map-by slot, avoids that)",
+              shape.nhosts);
 }
 
 namespace {
@@ -1009,6 +1032,7 @@ TunerShape tunerShapeFor(CollContext& ctx, std::span<const int> hostOf) {
     shape.ranksPerHost = std::max(shape.ranksPerHost, c);
   }
   shape.nhosts = std::max(shape.nhosts, 1);
+  shape.hostsAreRankRuns = algo::hostsAreEvenRankRuns(hostOf);
   shape.slotBytes = ctx.chunkBytes();
   shape.directMinBytes = ctx.directMinBytes();
   shape.canPublish = n > 1;

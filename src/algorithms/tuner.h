@@ -120,6 +120,10 @@ struct TunerShape {
   bool canPublish = false;           // every peer's channel can publish (single copy)
   size_t slotBytes = 256 << 10;      // the channels' slot (largest chunk)
   size_t directMinBytes = SIZE_MAX;  // single copy from this per-peer size
+  // Every host's ranks are consecutive and as many (hier.h:
+  // hostsAreEvenRankRuns), so the hierarchical reduce-scatter and
+  // all-gather can run their intra-host stage per host without reordering.
+  bool hostsAreRankRuns = true;
   // CPUs the ranks of the most crowded host may run on together (the union
   // of their affinity masks, capped by a cgroup CPU quota); 0: unknown,
   // taken as enough. Fewer than ranksPerHost: oversubscribed.
