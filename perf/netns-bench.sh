@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two "hosts" (network namespaces) joined by one veth pair: raw TCP
 # throughput (iperf3, several streams, large writes; one direction, and both
-# directions at once) against weft's
+# directions at once; and tcp_stream, both directions with buffers of the
+# message size) against weft's
 # sendrecv_perf and all_reduce_perf busbw at one size, in one run, and the
 # ratios. Optionally with the veth throttled (tc tbf) to given rates.
 #
@@ -38,7 +39,7 @@ PER_HOST=${PER_HOST:-1}
 
 [[ $(id -u) -eq 0 ]] || { echo "netns-bench: needs root (ip netns)" >&2; exit 1; }
 command -v iperf3 >/dev/null || { echo "netns-bench: iperf3 missing (scripts/setup.sh)" >&2; exit 1; }
-for b in sendrecv_perf all_reduce_perf; do
+for b in sendrecv_perf all_reduce_perf tcp_stream; do
   [[ -x $bin/$b ]] || { echo "netns-bench: $bin/$b not built" >&2; exit 1; }
 done
 
@@ -126,6 +127,33 @@ except (OSError, ValueError, KeyError) as e:  # iperf3 failed: say so, keep goin
   rm -f "$tmp"/iperf[0-9].json
 }
 
+# Raw TCP with SIZE-byte buffers (build/bin/tcp_stream): one process in each
+# namespace sends from one buffer and receives into another over STREAMS
+# sockets, both directions at once, as a 2-rank sendrecv does. GB/s per
+# direction (the mean of the two, which the kernel need not share evenly):
+# what TCP gives a sender and a receiver that stream their data through
+# memory, where iperf3 resends 1 MiB from cache.
+stream_gbs() {
+  local cc=()
+  [[ ${WEFT_SOCKET_CC:-cubic} != system ]] && cc=(--cc "${WEFT_SOCKET_CC:-cubic}")
+  local opts=(--streams "$STREAMS" --size "$SIZE" "${cc[@]}")
+  ip netns exec "$nsB" timeout $((SECONDS_IPERF + 30)) "$bin/tcp_stream" listen $ipB 5203 \
+    "${opts[@]}" >"$tmp/stream0.txt" 2>&1 &
+  local listener=$!
+  ip netns exec "$nsA" timeout $((SECONDS_IPERF + 30)) "$bin/tcp_stream" connect $ipB 5203 \
+    "${opts[@]}" --seconds "$SECONDS_IPERF" >"$tmp/stream1.txt" 2>&1 || true
+  wait "$listener" || true
+  python3 -c '
+import sys
+try:
+    rates = [float(open(f).read().split()[-1]) for f in sys.argv[1:]]
+    print("%.3f" % (sum(rates) / len(rates)))
+except (OSError, ValueError, IndexError) as e:
+    print("netns-bench: tcp_stream gave no result (%r)" % e, file=sys.stderr)
+    print("nan")' "$tmp"/stream[01].txt
+  rm -f "$tmp"/stream[01].txt
+}
+
 # busbw (GB/s) of a weft perf binary, rank 0 in A and rank 1 in B.
 weft_busbw() {  # program, rendezvous port
   local prog=$1 port=$2
@@ -157,20 +185,23 @@ printf '# weft figures: out-of-place busbw (GB/s); allreduce_ip: in-place. Media
 printf '# ratios: medians of the ratios within each round (its runs are back to back).\n'
 printf '# iperf3 resends one small buffer from cache; a %s allreduce works in memory, over one\n' "$SIZE"
 printf '# buffer of that size in-place and two out-of-place, whose output lines are read before written.\n'
-printf '%-8s %8s %8s %10s %8s %8s %11s %8s %8s %12s %8s\n' rate iperf3 bidir sendrecv /uni /bidir allreduce /uni /bidir allreduce_ip /bidir
+printf '# stream: raw TCP both ways at once with %s buffers (tcp_stream), per direction: /stream\n' "$SIZE"
+printf '# compares weft with TCP moving the same bytes through memory.\n'
+printf '%-8s %8s %8s %8s %10s %8s %8s %8s %11s %8s %8s %12s %8s %8s\n' rate iperf3 bidir stream sendrecv /uni /bidir /stream allreduce /uni /bidir allreduce_ip /bidir /stream
 runs=0
 for rate in $RATES; do
   throttle
-  # REPS rounds of the four measurements, interleaved, so that a slow
+  # REPS rounds of the five measurements, interleaved, so that a slow
   # minute of the host weighs on all of them alike; the medians are printed.
   figures=()
   for ((rep = 0; rep < REPS; rep++)); do
-    # Six fields: iperf3, iperf3 bidir, sendrecv (out-of-place, in-place),
-    # allreduce (out-of-place, in-place); sendrecv's in-place one is unused.
+    # Seven fields: iperf3, iperf3 bidir, sendrecv (out-of-place, in-place),
+    # allreduce (out-of-place, in-place), tcp_stream bidir; sendrecv's
+    # in-place one is unused.
     # A fresh rendezvous port per run; counted here, since a command
     # substitution's arithmetic would not reach this shell.
     runs=$((runs + 2))
-    figures+=("$(iperf_gbs),$(iperf_gbs bidir),$(weft_busbw sendrecv_perf $((29499 + runs))),$(weft_busbw all_reduce_perf $((29500 + runs)))")
+    figures+=("$(iperf_gbs),$(iperf_gbs bidir),$(weft_busbw sendrecv_perf $((29499 + runs))),$(weft_busbw all_reduce_perf $((29500 + runs))),$(stream_gbs)")
   done
   python3 - "$rate" "${figures[@]}" <<'PY'
 import math, statistics, sys
@@ -178,15 +209,16 @@ rate, rounds = sys.argv[1], [list(map(float, r.split(","))) for r in sys.argv[2:
 def median(i):
     xs = [r[i] for r in rounds if not math.isnan(r[i])]
     return statistics.median(xs) if xs else float("nan")
-RAW, BIDIR, SR, AR, IP = 0, 1, 2, 4, 5
+RAW, BIDIR, SR, AR, IP, STREAM = 0, 1, 2, 4, 5, 6
 def ratio(i, ref):
     # Within each round, then the median: iperf3 and weft of one round ran
     # back to back, in the same state of the host.
     xs = [r[i] / r[ref] for r in rounds
           if not math.isnan(r[i]) and not math.isnan(r[ref]) and r[ref] > 0]
     return statistics.median(xs) if xs else float("nan")
-print("%-8s %8.3f %8.3f %10.3f %8.2f %8.2f %11.3f %8.2f %8.2f %12.3f %8.2f" % (
-    rate, median(RAW), median(BIDIR), median(SR), ratio(SR, RAW), ratio(SR, BIDIR), median(AR),
-    ratio(AR, RAW), ratio(AR, BIDIR), median(IP), ratio(IP, BIDIR)))
+print("%-8s %8.3f %8.3f %8.3f %10.3f %8.2f %8.2f %8.2f %11.3f %8.2f %8.2f %12.3f %8.2f %8.2f" % (
+    rate, median(RAW), median(BIDIR), median(STREAM), median(SR), ratio(SR, RAW),
+    ratio(SR, BIDIR), ratio(SR, STREAM), median(AR), ratio(AR, RAW), ratio(AR, BIDIR), median(IP),
+    ratio(IP, BIDIR), ratio(IP, STREAM)))
 PY
 done
