@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "algorithms/coll.h"
 #include "algorithms/detail.h"
+#include "algorithms/stage.h"
 #include "base/dtype.h"
 #include "base/page_buffer.h"
 #include "kernels/reduce.h"
@@ -49,61 +52,101 @@ inline size_t chunkFor(const CollContext& ctx, size_t elemBytes) {
 // went out: the receive may then overwrite what is being sent (same layout
 // both ways). With `landAt` (ungated only), chunk o may arrive straight at
 // landAt + o (RecvChannel::land): onChunk's data is then that address.
+//
+// Exchange is the exchange as a state machine: step() moves what the
+// channels allow now, done() says whether it is over. exchange() runs one to
+// its end; a Stage (stage.h) runs one with WEFT_CO_EXCHANGE, yielding while
+// it waits.
+template <class OnChunk>
+class Exchange {
+ public:
+  Exchange(CollContext& ctx, size_t chunk, int to, const char* src, size_t sendBytes, int from,
+           size_t recvBytes, bool gate, OnChunk onChunk, char* landAt = nullptr)
+      : chunk_(chunk),
+        src_(src),
+        sendBytes_(to < 0 ? 0 : sendBytes),
+        recvBytes_(from < 0 ? 0 : recvBytes),
+        gate_(gate),
+        onChunk_(std::move(onChunk)) {
+    tx_ = sendBytes_ ? &ctx.sendTo(to) : nullptr;
+    rx_ = recvBytes_ ? &ctx.recvFrom(from) : nullptr;
+    if (rx_ && landAt && !gate && rx_->canLand()) {
+      for (size_t off = 0; off < recvBytes_; off += chunk)
+        rx_->land(landAt + off, std::min(chunk, recvBytes_ - off));
+    }
+    // Over sockets a send runs at most one chunk ahead of the receive while
+    // both directions have bytes left, as a ring's step does. Queuing every
+    // slot's chunk at once (16 x 512 KiB) before taking the partner's made
+    // both ranks' exchanges stall each other: 2 ranks over TCP loopback, rhd
+    // allreduce at 32 MiB took 19.9 ms against 12.5 for the ring, and
+    // 12.7 paced (8 MiB: 4149 -> 2718 us; median of 5 alternating runs);
+    // 4 ranks on 2 CPUs, 8 MiB: 14.7 -> 9.2 ms, the ring 10.5 (median of 3).
+    // Over shared memory pacing measured no better (4 ranks on 2 CPUs, 2 MiB:
+    // rhd 657 -> 797 us), so it stays off there. Deadlock-free: every rank
+    // sends its first chunk unconditionally, and a rank whose receive is
+    // complete sends the rest freely.
+    paced_ = tx_ && rx_ && tx_->readsSourceLater();
+  }
+
+  // Ungated sends may go from src itself (SendChannel::commitFrom): the
+  // caller can reuse src (Bruck repacks it) once this is done, so it is done
+  // only when nothing reads src any more.
+  bool done() const {
+    return sent_ >= sendBytes_ && got_ >= recvBytes_ && !(tx_ && !gate_ && tx_->sourcesInUse());
+  }
+
+  // One pass over both directions; *moved: whether a chunk went or came.
+  Status step(bool* moved) {
+    *moved = false;
+    while (sent_ < sendBytes_) {
+      if (paced_ && got_ < recvBytes_ && sent_ >= got_ + chunk_) break;
+      void* slot = tx_->tryAcquire();
+      if (!slot) break;
+      const size_t c = std::min(chunk_, sendBytes_ - sent_);
+      if (gate_) {  // the receive may overwrite src as soon as this returns
+        kernels::copyCached(slot, src_ + sent_, c);
+        tx_->commit(c);
+      } else {
+        tx_->commitFrom(slot, src_ + sent_, c);
+      }
+      sent_ += c;
+      *moved = true;
+    }
+    while (got_ < recvBytes_ && (!gate_ || got_ < sent_)) {
+      size_t have = 0;
+      const void* data = rx_->tryPeek(&have);
+      if (!data) break;
+      const size_t c = std::min(chunk_, recvBytes_ - got_);
+      if (have != c || rx_->peekedPublished()) return sizeMismatch(have, c);
+      onChunk_(got_, data, c);
+      rx_->release();
+      got_ += c;
+      *moved = true;
+    }
+    return Status::ok();
+  }
+
+ private:
+  size_t chunk_;
+  const char* src_;
+  size_t sendBytes_, recvBytes_;
+  bool gate_;
+  OnChunk onChunk_;
+  SendChannel* tx_ = nullptr;
+  RecvChannel* rx_ = nullptr;
+  bool paced_ = false;
+  size_t sent_ = 0, got_ = 0;
+};
+
 template <class OnChunk>
 Status exchange(CollContext& ctx, Progress& progress, size_t chunk, int to, const char* src,
                 size_t sendBytes, int from, size_t recvBytes, bool gate, OnChunk&& onChunk,
                 char* landAt = nullptr) {
-  if (to < 0) sendBytes = 0;
-  if (from < 0) recvBytes = 0;
-  SendChannel* tx = sendBytes ? &ctx.sendTo(to) : nullptr;
-  RecvChannel* rx = recvBytes ? &ctx.recvFrom(from) : nullptr;
-  if (rx && landAt && !gate && rx->canLand()) {
-    for (size_t off = 0; off < recvBytes; off += chunk)
-      rx->land(landAt + off, std::min(chunk, recvBytes - off));
-  }
-  // Over sockets a send runs at most one chunk ahead of the receive while
-  // both directions have bytes left, as a ring's step does. Queuing every
-  // slot's chunk at once (16 x 512 KiB) before taking the partner's made
-  // both ranks' exchanges stall each other: 2 ranks over TCP loopback, rhd
-  // allreduce at 32 MiB took 19.9 ms against 12.5 for the ring, and
-  // 12.7 paced (8 MiB: 4149 -> 2718 us; median of 5 alternating runs);
-  // 4 ranks on 2 CPUs, 8 MiB: 14.7 -> 9.2 ms, the ring 10.5 (median of 3).
-  // Over shared memory pacing measured no better (4 ranks on 2 CPUs, 2 MiB:
-  // rhd 657 -> 797 us), so it stays off there. Deadlock-free: every rank
-  // sends its first chunk unconditionally, and a rank whose receive is
-  // complete sends the rest freely.
-  const bool paced = tx && rx && tx->readsSourceLater();
-  size_t sent = 0, got = 0;
-  // Ungated sends may go from src itself (SendChannel::commitFrom): the
-  // caller can reuse src (Bruck repacks it) once this returns, so it returns
-  // only when nothing reads src any more.
-  while (sent < sendBytes || got < recvBytes || (tx && !gate && tx->sourcesInUse())) {
+  Exchange<std::decay_t<OnChunk>> x(ctx, chunk, to, src, sendBytes, from, recvBytes, gate,
+                                    std::forward<OnChunk>(onChunk), landAt);
+  while (!x.done()) {
     bool moved = false;
-    while (sent < sendBytes) {
-      if (paced && got < recvBytes && sent >= got + chunk) break;
-      void* slot = tx->tryAcquire();
-      if (!slot) break;
-      const size_t c = std::min(chunk, sendBytes - sent);
-      if (gate) {  // the receive may overwrite src as soon as this returns
-        kernels::copyCached(slot, src + sent, c);
-        tx->commit(c);
-      } else {
-        tx->commitFrom(slot, src + sent, c);
-      }
-      sent += c;
-      moved = true;
-    }
-    while (got < recvBytes && (!gate || got < sent)) {
-      size_t have = 0;
-      const void* data = rx->tryPeek(&have);
-      if (!data) break;
-      const size_t c = std::min(chunk, recvBytes - got);
-      if (have != c || rx->peekedPublished()) return sizeMismatch(have, c);
-      onChunk(got, data, c);
-      rx->release();
-      got += c;
-      moved = true;
-    }
+    WEFT_RETURN_IF_ERROR(x.step(&moved));
     if (moved) {
       progress.made();
     } else {
@@ -112,6 +155,18 @@ Status exchange(CollContext& ctx, Progress& progress, size_t chunk, int to, cons
   }
   return Status::ok();
 }
+
+// Inside a Stage (stage.h): exchange(...) without the Progress, yielding
+// after every pass.
+#define WEFT_CO_EXCHANGE(...)                                     \
+  do {                                                            \
+    auto weft_exchange_ = ::weft::algo::Exchange(__VA_ARGS__);    \
+    while (!weft_exchange_.done()) {                              \
+      bool weft_moved_ = false;                                   \
+      WEFT_CO_RETURN_IF_ERROR(weft_exchange_.step(&weft_moved_)); \
+      co_yield weft_moved_;                                       \
+    }                                                             \
+  } while (0)
 
 // The usual fold of a non-power-of-two rank count onto p2 = 2^floor(log2 n)
 // "active" ranks: of the first 2*rem ranks (rem = n - p2) each even rank is
@@ -139,6 +194,19 @@ struct Fold {
   int n, r, p2, rem, newRank;
 };
 
+// Recursive halving's blocks of `count` elements over n ranks: the p2 active
+// ranks (Fold) share them evenly, extras own none. bounds gets n+1 entries;
+// real rank q owns [bounds[q], bounds[q+1]).
+inline void foldedBounds(int n, size_t count, std::vector<size_t>& bounds) {
+  const Fold f(n, 0);
+  bounds.assign(n + 1, 0);
+  for (int q = 0; q <= n; ++q) {
+    const size_t activesBelow = q <= 2 * f.rem ? q / 2 : q - f.rem;
+    // count * activesBelow / p2, without overflow.
+    bounds[q] = count / f.p2 * activesBelow + count % f.p2 * activesBelow / f.p2;
+  }
+}
+
 // The arguments for folding already-contributed partial results together:
 // PreMulSum's scaling was applied when the data was contributed, so it is a
 // plain sum from then on; avg's division is left to finish().
@@ -165,6 +233,9 @@ inline CollArgs accumulating(const CollArgs& a) {
 Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
                             const CollArgs& acc, const char* src = nullptr,
                             char* mineOut = nullptr);
+// The same as a Stage; ctx, bounds and the buffers must outlive it.
+Stage halvingReduceScatterStage(CollContext& ctx, char* buf, const size_t* bounds, CollArgs acc,
+                                const char* src = nullptr, char* mineOut = nullptr);
 
 // Recursive-doubling all-gather over arbitrary per-rank ranges: buf holds
 // this rank's range [bounds[r], bounds[r+1]); on return it holds all of
@@ -172,5 +243,7 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
 // whole buffer at the end; empty ranges are not sent.
 Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
                          size_t elemBytes);
+// The same as a Stage; ctx, bounds and buf must outlive it.
+Stage doublingAllGatherStage(CollContext& ctx, char* buf, const size_t* bounds, size_t elemBytes);
 
 }  // namespace weft::algo

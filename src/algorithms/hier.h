@@ -41,6 +41,18 @@ inline bool stagesPerHost(bool evenRankRuns, int perHost, size_t blockBytes, siz
   return evenRankRuns && perHost > 0 && static_cast<size_t>(perHost) * blockBytes >= chunkBytes;
 }
 
+// How many segments hier allreduce pipelines `bytes` in, with perHost ranks
+// on every host: each segment's slice (a local rank's share, crossing hosts)
+// holds at least kHierSliceChunks chunks, so that the extra steps stay few
+// against the bytes each moves; at most kHierMaxSegments. 1: no pipeline.
+constexpr size_t kHierSliceChunks = 2;
+constexpr size_t kHierMaxSegments = 8;
+inline size_t hierSegments(size_t bytes, int perHost, size_t chunkBytes) {
+  const size_t slice = bytes / static_cast<size_t>(perHost > 0 ? perHost : 1);
+  const size_t k = chunkBytes > 0 ? slice / (kHierSliceChunks * chunkBytes) : 1;
+  return k < 1 ? 1 : k > kHierMaxSegments ? kHierMaxSegments : k;
+}
+
 // Ranks grouped by CollContext::hostOf: hosts in order of their lowest rank,
 // each host's ranks in rank order.
 struct HostLayout {

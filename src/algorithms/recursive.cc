@@ -7,8 +7,8 @@
 
 namespace weft::algo {
 
-Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
-                            const CollArgs& acc, const char* src, char* mineOut) {
+Stage halvingReduceScatterStage(CollContext& ctx, char* buf, const size_t* bounds, CollArgs acc,
+                                const char* src, char* mineOut) {
   const int n = ctx.nranks();
   const int r = ctx.rank();
   const size_t es = dtypeSize(acc.dtype);
@@ -46,16 +46,16 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
 
   if (f.extra()) {
     const int partner = f.partnerOfExtra();
-    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, partner, cur, total, -1, 0, false, noRecv));
+    WEFT_CO_EXCHANGE(ctx, chunk, partner, cur, total, -1, 0, false, noRecv);
     auto copyMine = [&](size_t off, const void* data, size_t bytes) {
       if (mineOut + off != data) kernels::copyCached(mineOut + off, data, bytes);
     };
-    return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, mineTo - mineFrom, false,
-                    copyMine, mineOut);
+    WEFT_CO_EXCHANGE(ctx, chunk, -1, nullptr, 0, partner, mineTo - mineFrom, false, copyMine,
+                     mineOut);
+    co_return Status::ok();
   }
   if (const int e = f.extraOf(); e >= 0) {
-    WEFT_RETURN_IF_ERROR(
-        exchange(ctx, progress, chunk, -1, nullptr, 0, e, total, false, combineInto(0)));
+    WEFT_CO_EXCHANGE(ctx, chunk, -1, nullptr, 0, e, total, false, combineInto(0));
     cur = buf;
   }
 
@@ -70,9 +70,8 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
     const bool keepLow = (i & mask) == 0;
     const int sendLo = keepLow ? mid : lo, sendHi = keepLow ? hi : mid;
     const int keepLo = keepLow ? lo : mid, keepHi = keepLow ? mid : hi;
-    WEFT_RETURN_IF_ERROR(exchange(
-        ctx, progress, chunk, peer, cur + start(sendLo), start(sendHi) - start(sendLo), peer,
-        start(keepHi) - start(keepLo), false, combineInto(start(keepLo), mask == 1)));
+    WEFT_CO_EXCHANGE(ctx, chunk, peer, cur + start(sendLo), start(sendHi) - start(sendLo), peer,
+                     start(keepHi) - start(keepLo), false, combineInto(start(keepLo), mask == 1));
     cur = buf;
     lo = keepLo;
     hi = keepHi;
@@ -84,18 +83,16 @@ Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, con
 
   if (const int e = f.extraOf(); e >= 0) {
     const size_t from = bounds[e] * es;
-    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, e, buf + from, bounds[e + 1] * es - from,
-                                  -1, 0, false, noRecv));
+    WEFT_CO_EXCHANGE(ctx, chunk, e, buf + from, bounds[e + 1] * es - from, -1, 0, false, noRecv);
   }
-  return Status::ok();
+  co_return Status::ok();
 }
 
 // Every block received lands where it belongs (exchange's landAt): over TCP
 // it is read from the socket straight into buf, not staged and copied (2
 // ranks over loopback, rhd allreduce: 8 MiB 4474 -> 3920 us, 32 MiB 23.6 ->
 // 20.7 ms, median of 5).
-Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
-                         size_t es) {
+Stage doublingAllGatherStage(CollContext& ctx, char* buf, const size_t* bounds, size_t es) {
   const int n = ctx.nranks();
   const int r = ctx.rank();
   const size_t chunk = chunkFor(ctx, es);
@@ -112,14 +109,15 @@ Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const 
   if (f.extra()) {
     const int partner = f.partnerOfExtra();
     const size_t mine = bounds[r] * es;
-    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, partner, buf + mine,
-                                  bounds[r + 1] * es - mine, -1, 0, false, noRecv));
-    return exchange(ctx, progress, chunk, -1, nullptr, 0, partner, total, false, copyInto(0), buf);
+    WEFT_CO_EXCHANGE(ctx, chunk, partner, buf + mine, bounds[r + 1] * es - mine, -1, 0, false,
+                     noRecv);
+    WEFT_CO_EXCHANGE(ctx, chunk, -1, nullptr, 0, partner, total, false, copyInto(0), buf);
+    co_return Status::ok();
   }
   if (const int e = f.extraOf(); e >= 0) {
     const size_t from = bounds[e] * es;
-    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, -1, nullptr, 0, e,
-                                  bounds[e + 1] * es - from, false, copyInto(from), buf + from));
+    WEFT_CO_EXCHANGE(ctx, chunk, -1, nullptr, 0, e, bounds[e + 1] * es - from, false,
+                     copyInto(from), buf + from);
   }
 
   const int i = f.newRank;
@@ -128,15 +126,25 @@ Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const 
     const int peer = f.realOf(i ^ mask);
     const int mine = i / mask * mask;
     const int theirs = mine ^ mask;
-    WEFT_RETURN_IF_ERROR(exchange(
-        ctx, progress, chunk, peer, buf + start(mine), start(mine + mask) - start(mine), peer,
-        start(theirs + mask) - start(theirs), false, copyInto(start(theirs)), buf + start(theirs)));
+    WEFT_CO_EXCHANGE(ctx, chunk, peer, buf + start(mine), start(mine + mask) - start(mine), peer,
+                     start(theirs + mask) - start(theirs), false, copyInto(start(theirs)),
+                     buf + start(theirs));
   }
 
   if (const int e = f.extraOf(); e >= 0) {
-    WEFT_RETURN_IF_ERROR(exchange(ctx, progress, chunk, e, buf, total, -1, 0, false, noRecv));
+    WEFT_CO_EXCHANGE(ctx, chunk, e, buf, total, -1, 0, false, noRecv);
   }
-  return Status::ok();
+  co_return Status::ok();
+}
+
+Status halvingReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
+                            const CollArgs& acc, const char* src, char* mineOut) {
+  return runStage(halvingReduceScatterStage(ctx, buf, bounds, acc, src, mineOut), progress);
+}
+
+Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
+                         size_t es) {
+  return runStage(doublingAllGatherStage(ctx, buf, bounds, es), progress);
 }
 
 }  // namespace weft::algo

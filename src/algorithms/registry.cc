@@ -96,10 +96,12 @@ constexpr Algorithm kAlgorithms[] = {
      "n-1 steps; sends S and receives R bytes (this rank's totals) plus a header per peer",
      pairwiseAllToAllV},
     {CollKind::AllReduce, "hier",
-     "two-level: reduce-scatter within each host, allreduce across hosts per slice, all-gather "
-     "within the host",
-     "within a host of m ranks 2log2(m) steps and 2(m-1)/m*N; across H hosts 2(H-1) ring steps "
-     "and 2(H-1)/H*N/m",
+     "two-level: reduce-scatter within each host, rhd (or ring) allreduce across hosts per slice, "
+     "all-gather within the host; in up to 8 segments, the host's and the network's stages "
+     "overlapping",
+     "per segment (K of them): within a host of m ranks 2log2(m) steps, across H hosts 2log2(H) "
+     "(2(H-1), a ring, where H is not a power of two); "
+     "in all 2(m-1)/m*N within and 2(H-1)/H*N/m across",
      hierAllReduce},
     {CollKind::ReduceScatter, "hier",
      "two-level: reduce-scatter within each host, then across hosts per slice",

@@ -19,15 +19,6 @@
 
 namespace weft {
 
-namespace {
-
-// Element i of the p2 active blocks starts at count*i/p2, without overflow.
-size_t share(size_t count, int i, int parts) {
-  return count / parts * i + count % parts * i / parts;
-}
-
-}  // namespace
-
 Status rhdAllReduce(CollContext& ctx, const CollArgs& a) {
   const int n = ctx.nranks();
   const int r = ctx.rank();
@@ -45,14 +36,8 @@ Status rhdAllReduce(CollContext& ctx, const CollArgs& a) {
     contribute(out, in, a.count, a);
     in = out;
   }
-  // Real rank q owns the block of the active rank it is, extras none.
-  const algo::Fold f(n, r);
   thread_local std::vector<size_t> bounds;
-  bounds.assign(n + 1, 0);
-  for (int q = 0; q <= n; ++q) {
-    const int activesBelow = q <= 2 * f.rem ? q / 2 : q - f.rem;
-    bounds[q] = share(a.count, activesBelow, f.p2);
-  }
+  algo::foldedBounds(n, a.count, bounds);
   Progress progress(ctx.health());
   WEFT_RETURN_IF_ERROR(
       algo::halvingReduceScatter(ctx, progress, out, bounds.data(), algo::accumulating(a), in));

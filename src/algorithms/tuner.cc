@@ -430,19 +430,30 @@ double arRecDoubling(const Model& m, double N, size_t*) {
          foldOut(m, l, N);
 }
 double arHier(const Model& m, double N, size_t*) {
-  // Recursive-halving reduce-scatter inside each host (shm), a ring
-  // allreduce of each 1/p slice across hosts (one leader per slice, the
-  // slices sharing the NIC), then recursive-doubling all-gather inside.
+  // Recursive-halving reduce-scatter inside each host (shm), rhd (or ring)
+  // allreduce of each 1/p slice across hosts (one leader per slice, the slices
+  // sharing the NIC), then recursive-doubling all-gather inside; in K
+  // segments, each stage's steps K times, the host's stages and the
+  // network's overlapping (hier_allreduce.cc).
   const int p = m.ppn, h = m.h;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
+  const double k =
+      static_cast<double>(algo::hierSegments(static_cast<size_t>(N), p, m.s.slotBytes));
   const double inside = (p - 1.0) / p * N;
-  double t = 2.0 * m.ceilLog2(p) * m.step(s) + inside * (m.beta(s) + m.gamma()) +
-             inside * m.dup(s) * m.beta(s);
+  const double host = k * 2.0 * m.ceilLog2(p) * m.step(s) + inside * (m.beta(s) + m.gamma()) +
+                      inside * m.dup(s) * m.beta(s);
+  double across = 0;
   if (h > 1) {
-    t += 2.0 * (h - 1) * m.step(net) + 2.0 * (h - 1) / h * N * m.beta(net) +
-         (h - 1.0) / h * (N / p) * m.gamma();
+    // rhd across a power of two of hosts, else a ring: the same bytes.
+    const double steps = (h & (h - 1)) == 0 ? 2.0 * m.ceilLog2(h) : 2.0 * (h - 1);
+    across = k * steps * m.step(net) + 2.0 * (h - 1) / h * N * m.beta(net) +
+             (h - 1.0) / h * (N / p) * m.gamma();
   }
-  return t;
+  // Overlapped, the slower lane sets the pace and the other adds one
+  // segment's worth; on an oversubscribed host the lanes' ranks share the
+  // CPUs that would overlap them, so the two add up.
+  if (m.wait > 0) return host + across;
+  return std::max(host, across) + std::min(host, across) / k;
 }
 
 // --- reducescatter (N = n * bytes) ---
