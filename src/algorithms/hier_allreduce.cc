@@ -177,7 +177,8 @@ Status hierAllReduce(CollContext& ctx, const CollArgs& a) {
     const size_t count = end - begin;
     s.hostBounds.resize(m + 1);
     for (int q = 0; q <= m; ++q) s.hostBounds[q] = count / m * q + count % m * q / m;
-    // H a power of two: no extras, and these are the ring's even blocks too.
+    // rhd's blocks across a power of two of hosts (no extras: an even
+    // split), the ring's even blocks otherwise.
     const size_t slice = s.hostBounds[li + 1] - s.hostBounds[li];
     if ((nh & (nh - 1)) == 0) {
       algo::foldedBounds(nh, slice, s.acrossBounds);

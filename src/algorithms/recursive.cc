@@ -1,7 +1,9 @@
 // Recursive halving (reduce-scatter) and recursive doubling (all-gather) over
 // arbitrary per-rank element ranges, with the fold of a non-power-of-two rank
 // count (exchange.h). Shared by the rhd and recdoubling algorithms and by the
-// hierarchical ones, which run them on a subset of the ranks.
+// hierarchical ones, which run them on a subset of the ranks. Written as
+// stages (stage.h), so that hier allreduce can interleave them; the blocking
+// calls run one to its end.
 #include "algorithms/exchange.h"
 #include "kernels/reduce.h"
 
