@@ -14,6 +14,8 @@
 #   STREAMS=4       iperf3 parallel streams;  SECONDS_IPERF=5  iperf3 duration
 #   ITERS=20 WARMUP=5           weft iterations
 #   REPS=3          rounds of all four measurements per rate; medians printed
+#   SHOW_ROUNDS=1   also print each round's figures and ratios (# round lines),
+#                   to pool rounds of several runs
 #   PER_HOST=1      weft ranks per namespace (2: shm inside each "host", TCP
 #                   between them; the tuner then runs hier allreduce). busbw
 #                   is nccl-tests' (2(n-1)/n * algbw for allreduce), so with
@@ -203,9 +205,15 @@ for rate in $RATES; do
     runs=$((runs + 2))
     figures+=("$(iperf_gbs),$(iperf_gbs bidir),$(weft_busbw sendrecv_perf $((29499 + runs))),$(weft_busbw all_reduce_perf $((29500 + runs))),$(stream_gbs)")
   done
-  python3 - "$rate" "${figures[@]}" <<'PY'
-import math, statistics, sys
+  SHOW_ROUNDS=${SHOW_ROUNDS:-0} python3 - "$rate" "${figures[@]}" <<'PY'
+import math, os, statistics, sys
 rate, rounds = sys.argv[1], [list(map(float, r.split(","))) for r in sys.argv[2:]]
+if os.environ["SHOW_ROUNDS"] == "1":
+    for i, r in enumerate(rounds):
+        b = r[1] if r[1] > 0 else float("nan")
+        print("# round %d %s: iperf3 %.3f bidir %.3f stream %.3f sendrecv %.3f (%.2f) allreduce %.3f (%.2f) "
+              "allreduce_ip %.3f (%.2f)" % (i, rate, r[0], r[1], r[6], r[2], r[2] / b, r[4], r[4] / b,
+                                             r[5], r[5] / b))
 def median(i):
     xs = [r[i] for r in rounds if not math.isnan(r[i])]
     return statistics.median(xs) if xs else float("nan")

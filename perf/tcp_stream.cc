@@ -7,9 +7,14 @@
 // one thread over non-blocking sockets, in both directions of each socket
 // at once, as a weft rank of a 2-rank sendrecv does.
 //
-//   tcp_stream listen ADDR PORT [--streams S] [--size BYTES] [--cc NAME]
-//   tcp_stream connect ADDR PORT [--streams S] [--size BYTES] [--seconds T]
-//                                [--cc NAME]
+//   tcp_stream listen ADDR PORT [--streams S] [--size BYTES] [--io BYTES]
+//                               [--cc NAME]
+//   tcp_stream connect ADDR PORT [--streams S] [--size BYTES] [--io BYTES]
+//                                [--seconds T] [--cc NAME]
+//
+// --io is the most one send or receive call moves (1M by default, as
+// iperf3's -l 1M in perf/netns-bench.sh); each call drains a socket until
+// the kernel would block, so it bounds a call, not a pass.
 //
 // Each side prints the GB/s (1e9 bytes/s) it received, from its first byte
 // to the other side's end of stream: the connecting side sends for T
@@ -17,7 +22,6 @@
 // side retries for a few seconds (the listener may not be up yet). Exit
 // status 1 with a message on any socket error; TCP_CONGESTION set after
 // connecting applies (nothing has been sent yet beyond the handshake).
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -203,7 +207,7 @@ double duplex(const std::vector<int>& fds, size_t size, size_t io, double second
 int usage() {
   std::fprintf(stderr,
                "usage: tcp_stream listen|connect ADDR PORT [--streams S] [--size BYTES]\n"
-               "                  [--seconds T] [--cc NAME]\n");
+               "                  [--io BYTES] [--seconds T] [--cc NAME]\n");
   return 2;
 }
 
