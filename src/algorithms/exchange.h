@@ -246,4 +246,12 @@ Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const 
 // The same as a Stage; ctx, bounds and buf must outlive it.
 Stage doublingAllGatherStage(CollContext& ctx, char* buf, const size_t* bounds, size_t elemBytes);
 
+// Ring allreduce over arbitrary per-rank blocks, as a Stage (ring_exchange.cc):
+// buf holds this rank's contribution (already contribute()d) of bounds[n]
+// elements, block q being [bounds[q], bounds[q+1]); on return it holds the
+// sum, avg's division applied with avgRanks (finish(), user's op). acc:
+// accumulating() args. ctx, bounds and buf must outlive it.
+Stage ringAllReduceStage(CollContext& ctx, char* buf, const size_t* bounds, CollArgs acc,
+                         CollArgs user, int avgRanks);
+
 }  // namespace weft::algo

@@ -2,10 +2,11 @@
 // recursive-halving reduce-scatter among the m ranks of each host leaves
 // local rank i with slice i of the host's sum; the ranks with local index i
 // on the H hosts allreduce that slice by recursive halving and doubling, or
-// over a ring where H is not a power of two (one leader per slice, so every
-// rank's link carries 1/m of the data across hosts); a recursive-doubling all-gather within each
-// host completes the buffer. Needs the same number of ranks on every host; with uneven hosts it
-// runs rhd over all ranks instead.
+// over a ring (ring_exchange.cc) where H is not a power of two (one leader
+// per slice, so every rank's link carries 1/m of the data across hosts); a
+// recursive-doubling all-gather within each host completes the buffer.
+// Needs the same number of ranks on every host; with uneven hosts it runs
+// rhd over all ranks instead.
 //
 // Pipelined: the buffer is cut into K segments (hierSegments, K <= 8, each
 // slice at least two chunks), and two lanes run as stages (stage.h) taking
@@ -35,7 +36,7 @@
 // where the link allows 1.79. On simulated hosts sharing 2 CPUs over
 // loopback, where the lanes compete for the CPUs, time new/old 0.88-1.06
 // (median of 4 interleaved rounds, 512 KiB-8 MiB).
-#include <memory>
+#include <optional>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -76,43 +77,6 @@ algo::Stage hostLane(CollContext& host, std::vector<Segment>& segs, CollArgs acc
   co_return Status::ok();
 }
 
-// Ring allreduce of buf over ctx, block q being [b[q], b[q+1]): h-1
-// reduce-scatter steps, the average of this rank's finished block, h-1
-// all-gather steps. For host counts that are not a power of two, where rhd's
-// fold would have each extra's partner send and receive the slice twice
-// more (2S against the ring's 2(h-1)/h * S).
-algo::Stage ringAcross(CollContext& ctx, char* buf, const size_t* b, CollArgs acc, CollArgs user,
-                       int nranks, size_t es) {
-  const int h = ctx.nranks(), r = ctx.rank();
-  const int next = (r + 1) % h, prev = (r + h - 1) % h;
-  const size_t chunk = algo::chunkFor(ctx, es);
-  auto at = [&](int q) { return buf + b[algo::mod(q, h)] * es; };
-  auto bytes = [&](int q) {
-    q = algo::mod(q, h);
-    return (b[q + 1] - b[q]) * es;
-  };
-  // Step j sends the block it reduced last (its own at first) and adds the
-  // one before it; every block is written once, after the exchange that
-  // last sent it is done (nothing reads it any more).
-  for (int j = 0; j < h - 1; ++j) {
-    char* dst = at(r - j - 1);
-    auto add = [&, dst](size_t off, const void* data, size_t len) {
-      combine(dst + off, dst + off, static_cast<const char*>(data), len / es, acc);
-    };
-    WEFT_CO_EXCHANGE(ctx, chunk, next, at(r - j), bytes(r - j), prev, bytes(r - j - 1), false, add);
-  }
-  finish(at(r + 1), bytes(r + 1) / es, user, nranks);
-  for (int j = 0; j < h - 1; ++j) {
-    char* dst = at(r - j);
-    auto place = [dst](size_t off, const void* data, size_t len) {
-      if (dst + off != data) kernels::copyCached(dst + off, data, len);
-    };
-    WEFT_CO_EXCHANGE(ctx, chunk, next, at(r + 1 - j), bytes(r + 1 - j), prev, bytes(r - j), false,
-                     place, dst);
-  }
-  co_return Status::ok();
-}
-
 // acrossCtx is null with one host: the slice is then already the sum.
 algo::Stage networkLane(CollContext* acrossCtx, std::vector<Segment>& segs, int localIndex,
                         CollArgs acc, CollArgs user, int nranks, size_t es) {
@@ -124,7 +88,7 @@ algo::Stage networkLane(CollContext* acrossCtx, std::vector<Segment>& segs, int 
       finish(slice, count, user, nranks);
     } else if (const int h = acrossCtx->nranks(); (h & (h - 1)) != 0) {
       WEFT_CO_AWAIT_STAGE(
-          ringAcross(*acrossCtx, slice, s.acrossBounds.data(), acc, user, nranks, es));
+          algo::ringAllReduceStage(*acrossCtx, slice, s.acrossBounds.data(), acc, user, nranks));
     } else {
       // Each slice leader's reduced block is final after the halving: the
       // average divides that block once, before the doubling spreads it.
@@ -167,13 +131,17 @@ Status hierAllReduce(CollContext& ctx, const CollArgs& a) {
   }
 
   const size_t segments = std::min(algo::hierSegments(a.count * es, m, ctx.chunkBytes()), a.count);
-  std::vector<Segment> segs(segments);
+  // Kept per thread, bounds and all, so that a call allocates no segments
+  // once the thread has run one with as many.
+  thread_local std::vector<Segment> segs;
+  segs.resize(segments);
   for (size_t k = 0; k < segments; ++k) {
     const size_t begin = a.count / segments * k + a.count % segments * k / segments;
     const size_t end = a.count / segments * (k + 1) + a.count % segments * (k + 1) / segments;
     Segment& s = segs[k];
     s.out = out + begin * es;
     s.in = in + begin * es;
+    s.reduced = s.crossed = false;
     const size_t count = end - begin;
     s.hostBounds.resize(m + 1);
     for (int q = 0; q <= m; ++q) s.hostBounds[q] = count / m * q + count % m * q / m;
@@ -189,11 +157,11 @@ Status hierAllReduce(CollContext& ctx, const CollArgs& a) {
   }
 
   algo::SubContext host(ctx, layout.hosts[layout.myHost]);
-  std::unique_ptr<algo::SubContext> across;
-  if (nh > 1) across = std::make_unique<algo::SubContext>(ctx, layout.slice(li));
+  std::optional<algo::SubContext> across;
+  if (nh > 1) across.emplace(ctx, layout.slice(li));
   algo::Stage lanes[] = {
       hostLane(host, segs, algo::accumulating(a), es),
-      networkLane(across.get(), segs, li, algo::accumulating(a), a, n, es),
+      networkLane(across ? &*across : nullptr, segs, li, algo::accumulating(a), a, n, es),
   };
   Progress progress(ctx.health());
   return algo::runStages(lanes, progress);
