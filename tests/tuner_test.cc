@@ -417,6 +417,40 @@ TEST(TunerModel, HierChargesPerHostStepsOrTheReorderingCopy) {
   }
 }
 
+// Recursive halving and doubling pair ranks `mask` apart: where hosts are
+// runs of consecutive ranks, a power of two each, the steps below the
+// ranks per host stay on shared memory, and only the others pay the
+// network. Dealt otherwise, every step is charged the network's cost.
+TEST(TunerModel, RecursiveStepsWithinAHostPaySharedMemory) {
+  const TunerParams p = defaultTunerParams();
+  const double shmAlpha = p.link[static_cast<int>(LinkClass::Shm)].alphaUs;
+  const double netAlpha = p.link[static_cast<int>(LinkClass::Net)].alphaUs;
+  const TunerShape runs = shape(16, 2);  // 2 hosts of 8: 3 steps inside, 1 across
+  TunerShape dealt = runs;
+  dealt.hostsAreRankRuns = false;
+  ASSERT_FALSE(oversubscribed(runs));
+  // At 0 bytes only the steps count.
+  EXPECT_NEAR(predictCost(CollKind::AllReduce, "recdoubling", 0, runs, p)->us,
+              3 * shmAlpha + netAlpha, 1e-9);
+  EXPECT_NEAR(predictCost(CollKind::AllReduce, "recdoubling", 0, dealt, p)->us, 4 * netAlpha, 1e-9);
+  EXPECT_NEAR(predictCost(CollKind::AllReduce, "rhd", 0, runs, p)->us,
+              2 * (3 * shmAlpha + netAlpha), 1e-9);
+  EXPECT_NEAR(predictCost(CollKind::ReduceScatter, "rhd", 0, runs, p)->us, 3 * shmAlpha + netAlpha,
+              1e-9);
+  EXPECT_NEAR(predictCost(CollKind::AllGather, "recdoubling", 0, runs, p)->us,
+              3 * shmAlpha + netAlpha, 1e-9);
+  // With bytes, the steps within a host are cheaper than across.
+  for (CollKind k : {CollKind::AllReduce, CollKind::ReduceScatter, CollKind::AllGather}) {
+    const char* name = k == CollKind::AllGather ? "recdoubling" : "rhd";
+    EXPECT_LT(predictCost(k, name, 1 << 20, runs, p)->us,
+              predictCost(k, name, 1 << 20, dealt, p)->us)
+        << collName(k);
+  }
+  // A small allreduce across hosts: one network step and three within the
+  // host beat hier's two network steps and six within.
+  EXPECT_EQ(pickIn(kFullTable, CollKind::AllReduce, 8, runs), "recdoubling");
+}
+
 TEST(TunerModel, PredictionsAreSane) {
   const TunerParams p = defaultTunerParams();
   for (const Algorithm& a : kFullTable) {

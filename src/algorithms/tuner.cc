@@ -331,6 +331,19 @@ struct Model {
   double pairedCopy(LinkClass l) const { return std::sqrt(paired(l)); }
   // The link a flat algorithm's steps wait for.
   LinkClass flat() const { return h > 1 ? LinkClass::Net : LinkClass::Shm; }
+  // The link of a recursive halving or doubling step between ranks `mask`
+  // apart (exchange.h): where there is no fold and hosts are runs of
+  // consecutive ranks, a power of two each, the steps below ranksPerHost
+  // stay within a host. Charged at the network's cost, 16 ranks as 2 hosts
+  // of 8, recursive doubling's three steps within the host put its 8-byte
+  // allreduce at 100 us, behind hier's 62, where it takes one network step
+  // and three within the host (31 us): on simulated hosts (4 ranks as 2,
+  // 2 CPUs, 8 B-32 KiB) forced recdoubling was the fastest allreduce at
+  // every size.
+  LinkClass stepLink(int mask) const {
+    const bool runs = h > 1 && n == p2() && s.hostsAreRankRuns && (ppn & (ppn - 1)) == 0;
+    return runs && mask < ppn ? LinkClass::Shm : flat();
+  }
   // Bytes a rank both sends and receives in one step: on shm it copies both.
   double dup(LinkClass l) const { return l == LinkClass::Net ? 1.0 : 2.0; }
   // Flat algorithms whose ranks all cross hosts at once share a host's NIC.
@@ -416,18 +429,27 @@ double arTree(const Model& m, double N, size_t* chunk) {
   return c.us;
 }
 double arRhd(const Model& m, double N, size_t*) {
+  // The halving step between ranks `mask` apart sends and reduces
+  // mask/p2 of N, the doubling step back sends as much.
   const LinkClass l = m.flat();
-  const double frac = (m.p2() - 1.0) / m.p2();
-  return foldIn(m, l, N, true) + 2.0 * m.lg() * m.step(l) +
-         m.paired(l) * frac * N *
-             (m.beta(l) * m.share(l) + m.gamma() + m.dup(l) * m.beta(l) * m.share(l)) +
-         foldOut(m, l, N);
+  double t = foldIn(m, l, N, true) + foldOut(m, l, N);
+  for (int mask = 1; mask < m.p2(); mask *= 2) {
+    const LinkClass k = m.stepLink(mask);
+    const double part = N * mask / m.p2();
+    t += 2.0 * m.step(k) +
+         m.paired(k) * part *
+             (m.beta(k) * m.share(k) + m.gamma() + m.dup(k) * m.beta(k) * m.share(k));
+  }
+  return t;
 }
 double arRecDoubling(const Model& m, double N, size_t*) {
   const LinkClass l = m.flat();
-  return foldIn(m, l, N, true) +
-         m.lg() * (m.step(l) + m.paired(l) * N * (m.beta(l) * m.share(l) + m.gamma())) +
-         foldOut(m, l, N);
+  double t = foldIn(m, l, N, true) + foldOut(m, l, N);
+  for (int mask = 1; mask < m.p2(); mask *= 2) {
+    const LinkClass k = m.stepLink(mask);
+    t += m.step(k) + m.paired(k) * N * (m.beta(k) * m.share(k) + m.gamma());
+  }
+  return t;
 }
 double arHier(const Model& m, double N, size_t*) {
   // Recursive-halving reduce-scatter inside each host (shm), rhd (or ring)
@@ -464,9 +486,12 @@ double rsRing(const Model& m, double bytes, size_t*) {
 double rsRhd(const Model& m, double bytes, size_t*) {
   const LinkClass l = m.flat();
   const double N = bytes * m.n;
-  return foldIn(m, l, N, true) + m.lg() * m.step(l) +
-         m.paired(l) * (m.p2() - 1.0) / m.p2() * N * (m.beta(l) * m.share(l) + m.gamma()) +
-         (m.n == m.p2() ? 0 : m.step(l) + m.dup(l) * bytes * m.beta(l));
+  double t = foldIn(m, l, N, true) + (m.n == m.p2() ? 0 : m.step(l) + m.dup(l) * bytes * m.beta(l));
+  for (int mask = 1; mask < m.p2(); mask *= 2) {
+    const LinkClass k = m.stepLink(mask);
+    t += m.step(k) + m.paired(k) * N * mask / m.p2() * (m.beta(k) * m.share(k) + m.gamma());
+  }
+  return t;
 }
 double rsHier(const Model& m, double bytes, size_t*) {
   // Recursive halving inside the host, then across hosts per slice. The
@@ -496,11 +521,15 @@ double agDirect(const Model& m, double b, size_t*) {
   return m.step(LinkClass::Shm, m.n - 1) + (m.n - 1) * (m.alpha(c) + m.paired(c) * b * m.beta(c));
 }
 double agRecDoubling(const Model& m, double b, size_t*) {
+  // The step between ranks `mask` apart sends mask/p2 of N.
   const LinkClass l = m.flat();
   const double N = b * m.n;
-  return foldIn(m, l, b, false) + m.lg() * m.step(l) +
-         m.pairedCopy(l) * (m.p2() - 1.0) / m.p2() * N * m.dup(l) * m.beta(l) * m.share(l) +
-         foldOut(m, l, N);
+  double t = foldIn(m, l, b, false) + foldOut(m, l, N);
+  for (int mask = 1; mask < m.p2(); mask *= 2) {
+    const LinkClass k = m.stepLink(mask);
+    t += m.step(k) + m.pairedCopy(k) * N * mask / m.p2() * m.dup(k) * m.beta(k) * m.share(k);
+  }
+  return t;
 }
 double agHier(const Model& m, double b, size_t*) {
   // Across hosts first (one leader per slice, sharing the NIC), then
