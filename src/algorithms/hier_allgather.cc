@@ -3,16 +3,15 @@
 // holds slice i (the blocks of local index i on every host); a recursive-
 // doubling all-gather within each host then spreads the slices. Where every
 // host's ranks are consecutive and a host's blocks fill a chunk, that runs
-// once per host, straight into the output, and across a power of two of
-// hosts (two, or blocks of a chunk or more) the first stage too swaps the
-// blocks where they belong in the output (gatherInPlace); otherwise the
-// first stage gathers into a slice in scratch, or all of them into scratch
-// and a local reordering puts the blocks in rank order. Needs the same
-// number of ranks on every host; with uneven hosts it runs recdoubling over
-// all ranks.
+// once per host, straight into the output, and with two hosts or blocks of
+// a chunk or more the first stage too moves the blocks where they belong in
+// the output, over a ring (gatherInPlace); otherwise the first stage
+// gathers into a slice in scratch, or all of them into scratch and a local
+// reordering puts the blocks in rank order. Needs the same number of ranks
+// on every host; with uneven hosts it runs recdoubling over all ranks.
 //
 // Cost, n = m*H ranks, N = n*count bytes of output: across hosts log2(H)
-// steps (H-1 per host in place), about (H-1)/H * N/m sent and received;
+// steps (H-1 in place), about (H-1)/H * N/m sent and received;
 // within a host log2(m) steps (H*log2(m) without the reordering), about
 // (m-1)/m * N (+2 steps each where not a power of two). Local copies: one
 // block in place (none where send is the rank's own block); N/m + one block
@@ -24,6 +23,10 @@
 // In place against through a slice, the same shape, two sets of 6 and 5
 // alternating rounds, medians: 2 MiB 766/1194 and 901/1119 us (0.64,
 // 0.81), 8 MiB 4848/5865 and 5071/6093 us (0.83 both); 512 KiB the same.
+// 6 ranks as 3 hosts (the ring in place against a doubling with a fold
+// through a slice), 20 calls, two sets of 5 and 4 rounds: 2 MiB 2268/2805
+// and 2357/3110 us (0.81, 0.76), 8 MiB 9443/12856 and 10722/14639 us
+// (0.73 both), where the flat ring took 2357 and 2927, 9039 and 11649.
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -35,15 +38,16 @@ namespace weft {
 
 namespace {
 
-// Per host, across a power of two of hosts, with every block received
-// straight where it belongs in the output: the across stage swaps blocks
-// in place (one exchange per block, since the blocks of one local index lie
-// m blocks apart), and each host's row then already holds this rank's
-// block for the intra-host stage. Only this rank's own block is copied
-// (none in place), where the path through a slice copies N/m + 1 blocks: 4
-// ranks as 2 hosts on 2 CPUs, 8 MiB, that was 4 MiB more per rank.
-// Separate exchanges per block cost a step each, so this path takes two
-// hosts (one block a step) or blocks of a chunk or more.
+// Per host, with every block received straight where it belongs in the
+// output: across hosts a ring (H-1 steps of one block each) swaps the
+// blocks in place, since the blocks of one local index lie m blocks apart
+// and a doubling step would need one exchange per block it holds (H-1 in
+// all too, and a fold where H is not a power of two); each host's row then
+// already holds this rank's block for the intra-host stage. Only this
+// rank's own block is copied (none in place), where the path through a
+// slice copies N/m + 1 blocks: 4 ranks as 2 hosts on 2 CPUs, 8 MiB, that
+// was 4 MiB more per rank. H-1 steps against log2(H): this path takes two
+// hosts, or blocks of a chunk or more.
 Status gatherInPlace(CollContext& ctx, const CollArgs& a, const algo::HostLayout& layout,
                      size_t bb) {
   const int m = layout.perHost;
@@ -51,23 +55,23 @@ Status gatherInPlace(CollContext& ctx, const CollArgs& a, const algo::HostLayout
   const int li = layout.localIndex, me = layout.myHost;
   const size_t es = dtypeSize(a.dtype);
   char* out = static_cast<char*>(a.recv);
-  auto blockOf = [&](int h) { return out + static_cast<size_t>(layout.hosts[h][li]) * bb; };
+  auto blockOf = [&](int h) {
+    return out + static_cast<size_t>(layout.hosts[algo::mod(h, nh)][li]) * bb;
+  };
   if (a.send != blockOf(me)) kernels::copyOut(blockOf(me), a.send, bb, bb * ctx.nranks());
   Progress progress(ctx.health());
   if (nh > 1) {
     algo::SubContext across(ctx, layout.slice(li));
     const size_t chunk = algo::chunkFor(across, es);
-    for (int mask = 1; mask < nh; mask *= 2) {
-      const int peer = me ^ mask;
-      const int mine = me / mask * mask, theirs = mine ^ mask;
-      for (int j = 0; j < mask; ++j) {
-        char* dst = blockOf(theirs + j);
-        auto place = [dst](size_t off, const void* data, size_t len) {
-          if (dst + off != data) kernels::copyCached(dst + off, data, len);
-        };
-        WEFT_RETURN_IF_ERROR(algo::exchange(across, progress, chunk, peer, blockOf(mine + j), bb,
-                                            peer, bb, false, place, dst));
-      }
+    const int next = (me + 1) % nh, prev = (me + nh - 1) % nh;
+    // Step j passes on the block of host me - j and takes that of me - j - 1.
+    for (int j = 0; j < nh - 1; ++j) {
+      char* dst = blockOf(me - j - 1);
+      auto place = [dst](size_t off, const void* data, size_t len) {
+        if (dst + off != data) kernels::copyCached(dst + off, data, len);
+      };
+      WEFT_RETURN_IF_ERROR(algo::exchange(across, progress, chunk, next, blockOf(me - j), bb, prev,
+                                          bb, false, place, dst));
     }
   }
   algo::SubContext host(ctx, layout.hosts[me]);
@@ -98,8 +102,7 @@ Status hierAllGather(CollContext& ctx, const CollArgs& a) {
   // Per host (HostLayout::stagesPerHost), only this rank's slice needs
   // scratch.
   const bool byHost = layout.stagesPerHost(bb, ctx.chunkBytes());
-  if (byHost && (nh & (nh - 1)) == 0 && (nh == 2 || bb >= ctx.chunkBytes()))
-    return gatherInPlace(ctx, a, layout, bb);
+  if (byHost && (nh <= 2 || bb >= ctx.chunkBytes())) return gatherInPlace(ctx, a, layout, bb);
   // Else position li'*H + h' holds the block of rank hosts[h'][li'].
   thread_local std::vector<char> scratchVec;
   algo::Scratch scratch(scratchVec, (byHost ? nh : n) * bb);
