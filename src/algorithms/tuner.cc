@@ -534,13 +534,17 @@ double agRecDoubling(const Model& m, double b, size_t*) {
 double agHier(const Model& m, double b, size_t*) {
   // Across hosts first (one leader per slice, sharing the NIC), then
   // recursive doubling inside the host: once per host, or once before a
-  // reordering copy of N (hier_allgather.cc).
+  // reordering copy of N (hier_allgather.cc). Per host, the first stage is
+  // a ring in place (H-1 steps) with two hosts or blocks of a slot or more,
+  // else a doubling into a slice, copied out (N/m + b).
   const int p = m.ppn, h = m.h;
   const double N = b * m.n;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
+  const bool perHost = m.hierPerHost(b);
+  const bool inPlace = perHost && (h <= 2 || b >= static_cast<double>(m.s.slotBytes));
   double t = m.hierInsideSteps(b) * m.step(s) + (p - 1.0) / p * N * m.dup(s) * m.beta(s) +
-             m.hierReorderBytes(b) * m.beta(s);
-  if (h > 1) t += m.ceilLog2(h) * m.step(net) + (h - 1.0) / h * N * m.beta(net);
+             m.hierReorderBytes(b) * m.beta(s) + (perHost && !inPlace ? N / p + b : 0) * m.beta(s);
+  if (h > 1) t += (inPlace ? h - 1 : m.ceilLog2(h)) * m.step(net) + (h - 1.0) / h * N * m.beta(net);
   return t;
 }
 
