@@ -246,6 +246,18 @@ Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const 
 // The same as a Stage; ctx, bounds and buf must outlive it.
 Stage doublingAllGatherStage(CollContext& ctx, char* buf, const size_t* bounds, size_t elemBytes);
 
+// Ring reduce-scatter over arbitrary per-rank blocks (ring_exchange.cc): buf
+// holds this rank's contribution (already contribute()d) of bounds[n]
+// elements; on return buf[bounds[r], bounds[r+1]) holds the reduction of
+// that range over all ranks, or mineOut does (other parts of buf are
+// scratch). acc: accumulating() args. n-1 steps where halving takes log2(n)
+// (and a fold for a non-power of two), the same bytes.
+Status ringReduceScatter(CollContext& ctx, Progress& progress, char* buf, const size_t* bounds,
+                         const CollArgs& acc, char* mineOut = nullptr);
+// The same as a Stage; ctx, bounds and the buffers must outlive it.
+Stage ringReduceScatterStage(CollContext& ctx, char* buf, const size_t* bounds, CollArgs acc,
+                             char* mineOut = nullptr);
+
 // Ring allreduce over arbitrary per-rank blocks, as a Stage (ring_exchange.cc):
 // buf holds this rank's contribution (already contribute()d) of bounds[n]
 // elements, block q being [bounds[q], bounds[q+1]); on return it holds the

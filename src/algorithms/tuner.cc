@@ -503,8 +503,9 @@ double rsHier(const Model& m, double bytes, size_t*) {
   double t = m.hierInsideSteps(bytes) * m.step(s) + (p - 1.0) / p * N * (m.beta(s) + m.gamma()) +
              m.hierReorderBytes(bytes) * m.beta(s);
   if (h > 1) {
-    t += m.ceilLog2(h) * m.step(net) + (h - 1.0) / h * N * m.beta(net) +
-         (h - 1.0) / h * N / p * m.gamma();
+    // Halving across a power of two of hosts, else a ring.
+    const double steps = (h & (h - 1)) == 0 ? m.ceilLog2(h) : h - 1.0;
+    t += steps * m.step(net) + (h - 1.0) / h * N * m.beta(net) + (h - 1.0) / h * N / p * m.gamma();
   }
   return t;
 }
