@@ -19,18 +19,31 @@
 
 namespace weft::algo {
 
+namespace {
+
+// Block q (taken mod n) of a buffer cut by bounds.
+struct Blocks {
+  char* buf;
+  const size_t* bounds;
+  int n;
+  size_t es;
+  char* at(int q) const { return buf + bounds[mod(q, n)] * es; }
+  size_t bytes(int q) const {
+    q = mod(q, n);
+    return (bounds[q + 1] - bounds[q]) * es;
+  }
+};
+
+}  // namespace
+
 Stage ringReduceScatterStage(CollContext& ctx, char* buf, const size_t* bounds, CollArgs acc,
                              char* mineOut) {
   const int n = ctx.nranks(), r = ctx.rank();
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const size_t es = dtypeSize(acc.dtype);
   const size_t chunk = chunkFor(ctx, es);
-  auto at = [&](int q) { return buf + bounds[mod(q, n)] * es; };
-  auto bytes = [&](int q) {
-    q = mod(q, n);
-    return (bounds[q + 1] - bounds[q]) * es;
-  };
-  if (mineOut == nullptr) mineOut = at(r);
+  const Blocks b{buf, bounds, n, es};
+  if (mineOut == nullptr) mineOut = b.at(r);
   // Step j sends the block it reduced last (at first the one after its
   // own, as the ring ends each rank on its own block) and adds the one
   // before it; the last step's sum goes to mineOut. Every block is written
@@ -38,14 +51,14 @@ Stage ringReduceScatterStage(CollContext& ctx, char* buf, const size_t* bounds, 
   // any more).
   for (int j = 0; j < n - 1; ++j) {
     const int q = r - j - 2;
-    char* dst = j == n - 2 ? mineOut : at(q);
-    const char* mine = at(q);
+    char* dst = j == n - 2 ? mineOut : b.at(q);
+    const char* mine = b.at(q);
     auto add = [&, dst, mine](size_t off, const void* data, size_t len) {
       combine(dst + off, mine + off, static_cast<const char*>(data), len / es, acc);
     };
-    WEFT_CO_EXCHANGE(ctx, chunk, next, at(q + 1), bytes(q + 1), prev, bytes(q), false, add);
+    WEFT_CO_EXCHANGE(ctx, chunk, next, b.at(q + 1), b.bytes(q + 1), prev, b.bytes(q), false, add);
   }
-  if (n == 1 && mineOut != at(r)) kernels::copyCached(mineOut, at(r), bytes(r));
+  if (n == 1 && mineOut != b.at(r)) kernels::copyCached(mineOut, b.at(r), b.bytes(r));
   co_return Status::ok();
 }
 
@@ -55,21 +68,17 @@ Stage ringAllReduceStage(CollContext& ctx, char* buf, const size_t* bounds, Coll
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const size_t es = dtypeSize(acc.dtype);
   const size_t chunk = chunkFor(ctx, es);
-  auto at = [&](int q) { return buf + bounds[mod(q, n)] * es; };
-  auto bytes = [&](int q) {
-    q = mod(q, n);
-    return (bounds[q + 1] - bounds[q]) * es;
-  };
+  const Blocks b{buf, bounds, n, es};
   WEFT_CO_AWAIT_STAGE(ringReduceScatterStage(ctx, buf, bounds, acc, nullptr));
-  finish(at(r), bytes(r) / es, user, avgRanks);
+  finish(b.at(r), b.bytes(r) / es, user, avgRanks);
   // Step j passes on the finished block of rank r - j and takes that of
   // r - j - 1, straight into place.
   for (int j = 0; j < n - 1; ++j) {
-    char* dst = at(r - j - 1);
+    char* dst = b.at(r - j - 1);
     auto place = [dst](size_t off, const void* data, size_t len) {
       if (dst + off != data) kernels::copyCached(dst + off, data, len);
     };
-    WEFT_CO_EXCHANGE(ctx, chunk, next, at(r - j), bytes(r - j), prev, bytes(r - j - 1), false,
+    WEFT_CO_EXCHANGE(ctx, chunk, next, b.at(r - j), b.bytes(r - j), prev, b.bytes(r - j - 1), false,
                      place, dst);
   }
   co_return Status::ok();
