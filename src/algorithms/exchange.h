@@ -246,6 +246,40 @@ Status doublingAllGather(CollContext& ctx, Progress& progress, char* buf, const 
 // The same as a Stage; ctx, bounds and buf must outlive it.
 Stage doublingAllGatherStage(CollContext& ctx, char* buf, const size_t* bounds, size_t elemBytes);
 
+// The per-rank blocks a ring stage (ring_exchange.cc) walks: block q (taken
+// mod n) is either [bounds[q], bounds[q+1]) elements of buf (cut), or
+// blockBytes bytes at buf + q * stride (strided: one local index's blocks
+// of a row-per-host output, as hier all-gather has them).
+struct RingBlocks {
+  static RingBlocks cut(char* buf, const size_t* bounds, int n, size_t elemBytes) {
+    return {buf, bounds, n, elemBytes, 0, 0};
+  }
+  static RingBlocks strided(char* buf, size_t stride, size_t blockBytes, int n, size_t elemBytes) {
+    return {buf, nullptr, n, elemBytes, stride, blockBytes};
+  }
+  char* at(int q) const {
+    q = mod(q, n);
+    return buf + (bounds ? bounds[q] * elemBytes : q * stride);
+  }
+  size_t bytes(int q) const {
+    if (!bounds) return blockBytes;
+    q = mod(q, n);
+    return (bounds[q + 1] - bounds[q]) * elemBytes;
+  }
+  char* buf;
+  const size_t* bounds;
+  int n;
+  size_t elemBytes;
+  size_t stride, blockBytes;
+};
+
+// Ring all-gather of RingBlocks (ring_exchange.cc), as a Stage: block r
+// holds this rank's block; on return every block holds its rank's. n-1
+// steps, each rank sends and receives every block but its own once, each
+// straight into place where the channel can land it. blocks.n must be
+// ctx.nranks(); ctx and the buffer must outlive it.
+Stage ringAllGatherStage(CollContext& ctx, RingBlocks blocks);
+
 // Ring reduce-scatter over arbitrary per-rank blocks (ring_exchange.cc): buf
 // holds this rank's contribution (already contribute()d) of bounds[n]
 // elements; on return buf[bounds[r], bounds[r+1]) holds the reduction of

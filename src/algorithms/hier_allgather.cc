@@ -55,24 +55,15 @@ Status gatherInPlace(CollContext& ctx, const CollArgs& a, const algo::HostLayout
   const int li = layout.localIndex, me = layout.myHost;
   const size_t es = dtypeSize(a.dtype);
   char* out = static_cast<char*>(a.recv);
-  auto blockOf = [&](int h) {
-    return out + static_cast<size_t>(layout.hosts[algo::mod(h, nh)][li]) * bb;
-  };
-  if (a.send != blockOf(me)) kernels::copyOut(blockOf(me), a.send, bb, bb * ctx.nranks());
+  // Hosts are runs of m consecutive ranks (stagesPerHost), so host h's
+  // block of local index li is m blocks after host h-1's.
+  const auto blocks = algo::RingBlocks::strided(out + static_cast<size_t>(li) * bb,
+                                                static_cast<size_t>(m) * bb, bb, nh, es);
+  if (a.send != blocks.at(me)) kernels::copyOut(blocks.at(me), a.send, bb, bb * ctx.nranks());
   Progress progress(ctx.health());
   if (nh > 1) {
     algo::SubContext across(ctx, layout.slice(li));
-    const size_t chunk = algo::chunkFor(across, es);
-    const int next = (me + 1) % nh, prev = (me + nh - 1) % nh;
-    // Step j passes on the block of host me - j and takes that of me - j - 1.
-    for (int j = 0; j < nh - 1; ++j) {
-      char* dst = blockOf(me - j - 1);
-      auto place = [dst](size_t off, const void* data, size_t len) {
-        if (dst + off != data) kernels::copyCached(dst + off, data, len);
-      };
-      WEFT_RETURN_IF_ERROR(algo::exchange(across, progress, chunk, next, blockOf(me - j), bb, prev,
-                                          bb, false, place, dst));
-    }
+    WEFT_RETURN_IF_ERROR(algo::runStage(algo::ringAllGatherStage(across, blocks), progress));
   }
   algo::SubContext host(ctx, layout.hosts[me]);
   thread_local std::vector<size_t> bounds;

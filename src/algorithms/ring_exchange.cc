@@ -1,6 +1,8 @@
-// Ring reduce-scatter and allreduce over arbitrary per-rank blocks, as
-// Stages (stage.h): the building blocks the hierarchical algorithms run
-// across a host count that is not a power of two, where recursive halving's
+// Ring reduce-scatter, all-gather and allreduce over arbitrary per-rank
+// blocks (RingBlocks), as Stages (stage.h): the building blocks the
+// hierarchical algorithms run across hosts (all-gather: in place, into a
+// row-per-host output; reduce-scatter and allreduce: across a host count
+// that is not a power of two, where recursive halving's
 // fold would have each extra's partner send and receive the whole slice
 // twice more (2S against the ring's (n-1)/n * S per pass).
 //
@@ -12,29 +14,12 @@
 //
 // Cost, n ranks, S elements in buf: reduce-scatter n-1 steps, each rank
 // sends and receives (n-1)/n * S elements (block sizes as bounds gives them)
-// and reduces as many; allreduce twice the steps and the bytes sent and
-// received. Deadlock-free with any slot count.
+// and reduces as many; all-gather the same steps and bytes, no reduction;
+// allreduce is the two, twice the steps and the bytes. Deadlock-free with any slot count.
 #include "algorithms/exchange.h"
 #include "kernels/reduce.h"
 
 namespace weft::algo {
-
-namespace {
-
-// Block q (taken mod n) of a buffer cut by bounds.
-struct Blocks {
-  char* buf;
-  const size_t* bounds;
-  int n;
-  size_t es;
-  char* at(int q) const { return buf + bounds[mod(q, n)] * es; }
-  size_t bytes(int q) const {
-    q = mod(q, n);
-    return (bounds[q + 1] - bounds[q]) * es;
-  }
-};
-
-}  // namespace
 
 Stage ringReduceScatterStage(CollContext& ctx, char* buf, const size_t* bounds, CollArgs acc,
                              char* mineOut) {
@@ -42,7 +27,7 @@ Stage ringReduceScatterStage(CollContext& ctx, char* buf, const size_t* bounds, 
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const size_t es = dtypeSize(acc.dtype);
   const size_t chunk = chunkFor(ctx, es);
-  const Blocks b{buf, bounds, n, es};
+  const RingBlocks b = RingBlocks::cut(buf, bounds, n, es);
   if (mineOut == nullptr) mineOut = b.at(r);
   // Step j sends the block it reduced last (at first the one after its
   // own, as the ring ends each rank on its own block) and adds the one
@@ -65,14 +50,20 @@ Stage ringReduceScatterStage(CollContext& ctx, char* buf, const size_t* bounds, 
 Stage ringAllReduceStage(CollContext& ctx, char* buf, const size_t* bounds, CollArgs acc,
                          CollArgs user, int avgRanks) {
   const int n = ctx.nranks(), r = ctx.rank();
-  const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const size_t es = dtypeSize(acc.dtype);
-  const size_t chunk = chunkFor(ctx, es);
-  const Blocks b{buf, bounds, n, es};
+  const RingBlocks b = RingBlocks::cut(buf, bounds, n, es);
   WEFT_CO_AWAIT_STAGE(ringReduceScatterStage(ctx, buf, bounds, acc, nullptr));
   finish(b.at(r), b.bytes(r) / es, user, avgRanks);
-  // Step j passes on the finished block of rank r - j and takes that of
-  // r - j - 1, straight into place.
+  WEFT_CO_AWAIT_STAGE(ringAllGatherStage(ctx, b));
+  co_return Status::ok();
+}
+
+Stage ringAllGatherStage(CollContext& ctx, RingBlocks b) {
+  const int n = ctx.nranks(), r = ctx.rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const size_t chunk = chunkFor(ctx, b.elemBytes);
+  // Step j passes on the block of rank r - j and takes that of r - j - 1,
+  // straight into place.
   for (int j = 0; j < n - 1; ++j) {
     char* dst = b.at(r - j - 1);
     auto place = [dst](size_t off, const void* data, size_t len) {
