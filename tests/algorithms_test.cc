@@ -561,8 +561,10 @@ void runCases(int n, ChannelConfig cfg, const std::vector<Case>& cases) {
 // AllReduce.
 
 // Allreduce through selectAlgorithm; expectAlgo (if set) is what it must pick.
+// segments: CollArgs::segments (hier allreduce's pipeline), as the tuner
+// would set it; 0 leaves it to the algorithm.
 Case allReduceCase(const char* expectAlgo, weftDataType_t dt, Op op, size_t count, int n,
-                   ChannelConfig cfg, bool inPlace) {
+                   ChannelConfig cfg, bool inPlace, size_t segments = 0) {
   struct State {
     std::vector<Bytes> send, recv;
     std::atomic<int> wrongAlgo{0};
@@ -576,10 +578,12 @@ Case allReduceCase(const char* expectAlgo, weftDataType_t dt, Op op, size_t coun
   const RedOp redop = makeOp(op, dt);
   Case c;
   c.name = describe("allreduce", dt, op, count, n, cfg, inPlace);
+  if (segments > 0) c.name += " segments " + std::to_string(segments);
   c.run = [=](CollContext& ctx) {
     const int r = ctx.rank();
     CollArgs a;
     a.kind = CollKind::AllReduce;
+    a.segments = segments;
     a.send = inPlace ? s->recv[r].data() : s->send[r].data();
     a.recv = s->recv[r].data();
     a.count = count;
@@ -2127,6 +2131,13 @@ TEST(AlgorithmsTest, Hierarchical) {
         }
       }
       cases.push_back(allReduceCase("hier", weftFloat32, Op::Avg, kSeveralChunks, n, cfg, true));
+      // The tuner's segment counts (CollArgs::segments), one per segment up
+      // to more segments than elements (cut down to the count).
+      for (size_t k : {1u, 3u, 8u, 64u}) {
+        cases.push_back(
+            allReduceCase("hier", weftFloat32, Op::Sum, kSeveralChunks, n, cfg, false, k));
+        cases.push_back(allReduceCase("hier", weftInt8, Op::Max, 37, n, cfg, true, k));
+      }
       cases.push_back(reduceScatterCase(weftFloat16, Op::PreMulSum, kSeveralChunks, n, cfg, false));
       // Hosts of consecutive ranks reduce each host's blocks in the input
       // where they are (no reordering copy), in place too.

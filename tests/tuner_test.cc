@@ -422,6 +422,56 @@ TEST(TunerModel, HierChargesPerHostStepsOrTheReorderingCopy) {
   }
 }
 
+// Hier allreduce's pipeline: the choice carries its K segments (CollArgs::
+// segments) to the call, the algorithm's own rule unless WEFT_HIER_SEGMENTS
+// replaces it; other algorithms get none. The model charges the K it runs.
+TEST(TunerModel, HierAllReduceCarriesItsSegments) {
+  const TunerParams p = defaultTunerParams();
+  const TunerShape s = shape(16, 2);  // 8 ranks a host: slices of N/8
+  ASSERT_FALSE(oversubscribed(s));
+  for (size_t bytes = 64 << 10; bytes <= (size_t{1} << 30); bytes *= 2) {
+    const auto cost = predictCost(CollKind::AllReduce, "hier", bytes, s, p);
+    ASSERT_TRUE(cost);
+    EXPECT_EQ(cost->segments, algo::hierSegments(bytes, 8, s.slotBytes)) << bytes;
+    EXPECT_EQ(predictCost(CollKind::AllReduce, "ring", bytes, s, p)->segments, 0u);
+  }
+  // Each segment's steps again: with dear network steps the difference
+  // between 8 segments and 1 is 7 x 2 x log2(2) network steps and as many
+  // x log2(8) shm ones, where the network lane is the slower.
+  TunerParams dear = p;
+  dear.link[static_cast<int>(LinkClass::Net)].alphaUs = 5000;
+  const size_t eight = s.slotBytes * 8 * 2 * 8, one = s.slotBytes;  // 8 and 1 segments
+  ASSERT_EQ(predictCost(CollKind::AllReduce, "hier", eight, s, dear)->segments, 8u);
+  ASSERT_EQ(predictCost(CollKind::AllReduce, "hier", one, s, dear)->segments, 1u);
+  EXPECT_GT(predictCost(CollKind::AllReduce, "hier", eight, s, dear)->us, 8 * 2 * 5000.0);
+  EXPECT_LT(predictCost(CollKind::AllReduce, "hier", one, s, dear)->us, 2 * 5000.0 + 1000);
+  Restrictions hier = parseRestrictions("allreduce:hier", "", allAlgorithms(), false);
+  const size_t mid = 16 << 20;
+  const Choice picked = chooseFor(CollKind::AllReduce, mid, s, p, allAlgorithms(), hier);
+  ASSERT_STREQ(picked.alg->name, "hier");
+  EXPECT_EQ(picked.segments, algo::hierSegments(mid, 8, s.slotBytes));
+  hier.hierSegments = 5;
+  EXPECT_EQ(chooseFor(CollKind::AllReduce, mid, s, p, allAlgorithms(), hier).segments, 5u);
+  Restrictions ring = parseRestrictions("allreduce:ring", "", allAlgorithms(), false);
+  ring.hierSegments = 5;
+  EXPECT_EQ(chooseFor(CollKind::AllReduce, mid, s, p, allAlgorithms(), ring).segments, 0u);
+}
+
+// WEFT_HIER_SEGMENTS: 1 to 64 replaces the rule's count; anything else is
+// reported and left to the tuner.
+TEST(TunerRestrictions, HierSegmentsFromTheEnvironment) {
+  const std::pair<const char*, size_t> cases[] = {{"3", 3},  {"64", 64}, {"0", 0},
+                                                  {"65", 0}, {"-2", 0},  {"many", 0}};
+  for (const auto& [text, want] : cases) {
+    setenv("WEFT_HIER_SEGMENTS", text, 1);
+    resetAlgorithmSelectionForTesting();
+    EXPECT_EQ(envRestrictions().hierSegments, want) << text;
+  }
+  unsetenv("WEFT_HIER_SEGMENTS");
+  resetAlgorithmSelectionForTesting();
+  EXPECT_EQ(envRestrictions().hierSegments, 0u);
+}
+
 // Recursive halving and doubling pair ranks `mask` apart: where hosts are
 // runs of consecutive ranks, a power of two each, the steps below the
 // ranks per host stay on shared memory, and only the others pay the

@@ -8,7 +8,8 @@
 //             [--round-robin]
 //                                  per size (nccl-tests' size column: the
 //                                  whole buffer), the tuner's algorithm,
-//                                  protocol, chunk and predicted time;
+//                                  protocol, chunk (xK: hier allreduce's
+//                                  K pipeline segments) and predicted time;
 //                                  --cpus-per-host below the ranks per host
 //                                  plans for an oversubscribed host (a job
 //                                  finds it from its ranks' affinity; 0, the
@@ -199,8 +200,11 @@ void plan(const TunerShape& shape, const TunerParams& p, const std::vector<CollK
     for (size_t size = minBytes; size <= maxBytes && size > 0; size *= 2) {
       const size_t bytes = argBytes(kind, size, shape.nranks, es);
       const Choice c = chooseFor(kind, bytes, shape, p, allAlgorithms(), r);
+      // Hier allreduce's pipeline: the chunk, x the segments.
+      std::string chunk = human(c.chunkBytes);
+      if (c.segments > 0) chunk += "x" + std::to_string(c.segments);
       std::printf("%12zu %12zu  %-12s %-7s %8s %12.2f", size, bytes / es, c.alg ? c.alg->name : "?",
-                  protoName(c.proto), human(c.chunkBytes).c_str(), c.predictedUs);
+                  protoName(c.proto), chunk.c_str(), c.predictedUs);
       if (all) {
         for (const Algorithm* a : algs) {
           const auto cost = predictCost(kind, a->name, bytes, shape, p);

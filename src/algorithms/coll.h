@@ -58,6 +58,9 @@ struct CollArgs {
   // this many bytes per step, 0 meaning the channel slot; algorithms that
   // choose single copy by size (gather, scatter) use it only if singleCopy.
   size_t chunkBytes = 0;
+  // Set by the tuner: how many segments hier allreduce pipelines the buffer
+  // in (hier_allreduce.cc); 0: its own rule (hierSegments).
+  size_t segments = 0;
   bool singleCopy = true;
 };
 

@@ -130,7 +130,8 @@ Status hierAllReduce(CollContext& ctx, const CollArgs& a) {
     in = out;
   }
 
-  const size_t segments = std::min(algo::hierSegments(a.count * es, m, ctx.chunkBytes()), a.count);
+  const size_t segments = std::min(
+      a.segments > 0 ? a.segments : algo::hierSegments(a.count * es, m, ctx.chunkBytes()), a.count);
   // Kept per thread, bounds and all, so that a call allocates no segments
   // once the thread has run one with as many.
   thread_local std::vector<Segment> segs;

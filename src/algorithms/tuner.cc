@@ -402,10 +402,16 @@ double foldOut(const Model& m, LinkClass l, double N) {
   return m.step(l) + m.dup(l) * N * m.beta(l);
 }
 
-using Formula = double (*)(const Model& m, double bytes, size_t* chunk);
+// What a formula picks besides the time: the pipelined algorithms' chunk,
+// hier allreduce's segment count (0: the algorithm's own rule).
+struct Knobs {
+  size_t chunkBytes = 0;
+  size_t segments = 0;
+};
+using Formula = double (*)(const Model& m, double bytes, Knobs* knobs);
 
 // --- allreduce (N = bytes) ---
-double arRing(const Model& m, double N, size_t*) {
+double arRing(const Model& m, double N, Knobs*) {
   const LinkClass l = m.flat();
   const double b = N / m.n;
   // reduce-scatter steps copy b into the next slot and reduce b; all-gather
@@ -413,22 +419,22 @@ double arRing(const Model& m, double N, size_t*) {
   return 2.0 * (m.n - 1) * m.step(l) + (m.n - 1) * b * (m.beta(l) + m.gamma()) +
          (m.n - 1) * b * m.dup(l) * m.beta(l);
 }
-double arDirect(const Model& m, double N, size_t*) {
+double arDirect(const Model& m, double N, Knobs*) {
   const LinkClass l = m.flat();
   if (N > static_cast<double>(m.s.slotBytes)) return kInf;  // runs only within one slot
   // One step, but with every peer.
   return m.fanStep(l, m.n - 1) + m.paired(l) * (m.n - 1) * N * (m.beta(l) * m.share(l) + m.gamma());
 }
-double arTree(const Model& m, double N, size_t* chunk) {
+double arTree(const Model& m, double N, Knobs* knobs) {
   const LinkClass l = m.flat();
   // Two binary trees, each half the data; a chunk goes up (reduced) and
   // down. A rank sends and receives at most 3/2 of it and reduces it once.
   const int depth = m.ceilLog2(m.n);
   const Cost c = pipeline(m, l, 2 * depth, N, 1.5 * m.dup(l) * m.beta(l) * m.share(l) + m.gamma());
-  *chunk = c.chunkBytes;
+  knobs->chunkBytes = c.chunkBytes;
   return c.us;
 }
-double arRhd(const Model& m, double N, size_t*) {
+double arRhd(const Model& m, double N, Knobs*) {
   // The halving step between ranks `mask` apart sends and reduces
   // mask/p2 of N, the doubling step back sends as much.
   const LinkClass l = m.flat();
@@ -442,7 +448,7 @@ double arRhd(const Model& m, double N, size_t*) {
   }
   return t;
 }
-double arRecDoubling(const Model& m, double N, size_t*) {
+double arRecDoubling(const Model& m, double N, Knobs*) {
   const LinkClass l = m.flat();
   double t = foldIn(m, l, N, true) + foldOut(m, l, N);
   for (int mask = 1; mask < m.p2(); mask *= 2) {
@@ -451,7 +457,7 @@ double arRecDoubling(const Model& m, double N, size_t*) {
   }
   return t;
 }
-double arHier(const Model& m, double N, size_t*) {
+double arHier(const Model& m, double N, Knobs* knobs) {
   // Recursive-halving reduce-scatter inside each host (shm), rhd (or ring)
   // allreduce of each 1/p slice across hosts (one leader per slice, the slices
   // sharing the NIC), then recursive-doubling all-gather inside; in K
@@ -459,18 +465,27 @@ double arHier(const Model& m, double N, size_t*) {
   // network's overlapping (hier_allreduce.cc).
   const int p = m.ppn, h = m.h;
   const LinkClass s = LinkClass::Shm, net = LinkClass::Net;
-  const double k =
-      static_cast<double>(algo::hierSegments(static_cast<size_t>(N), p, m.s.slotBytes));
   const double inside = (p - 1.0) / p * N;
-  const double host = k * 2.0 * m.ceilLog2(p) * m.step(s) + inside * (m.beta(s) + m.gamma()) +
-                      inside * m.dup(s) * m.beta(s);
-  double across = 0;
+  const double hostSteps = 2.0 * m.ceilLog2(p) * m.step(s);
+  const double hostBytes = inside * (m.beta(s) + m.gamma()) + inside * m.dup(s) * m.beta(s);
+  double acrossSteps = 0, acrossBytes = 0;
   if (h > 1) {
     // rhd across a power of two of hosts, else a ring: the same bytes.
-    const double steps = (h & (h - 1)) == 0 ? 2.0 * m.ceilLog2(h) : 2.0 * (h - 1);
-    across = k * steps * m.step(net) + 2.0 * (h - 1) / h * N * m.beta(net) +
-             (h - 1.0) / h * (N / p) * m.gamma();
+    acrossSteps = ((h & (h - 1)) == 0 ? 2.0 * m.ceilLog2(h) : 2.0 * (h - 1)) * m.step(net);
+    acrossBytes = 2.0 * (h - 1) / h * N * m.beta(net) + (h - 1.0) / h * (N / p) * m.gamma();
   }
+  // K: hier allreduce's own rule (hierSegments), reported with the choice
+  // so that WEFT_HIER_SEGMENTS can replace it. Not the K that minimises
+  // this formula: that K (one segment wherever the host is oversubscribed,
+  // where the lanes add up) lost to the rule where measured. 4 ranks as 2
+  // simulated hosts on 2 CPUs, forced, median of 5 alternating rounds,
+  // 8 MiB: K = 1 8166 us, 2 9416, 4 8550, 8 (the rule) 6799; 2 MiB: 1929,
+  // 1808 (the rule's 2), 2140, 2423. The formula leaves out that a segment
+  // small enough stays in cache from one stage to the next.
+  const double k =
+      static_cast<double>(algo::hierSegments(static_cast<size_t>(N), p, m.s.slotBytes));
+  knobs->segments = static_cast<size_t>(k);
+  const double host = k * hostSteps + hostBytes, across = k * acrossSteps + acrossBytes;
   // Overlapped, the slower lane sets the pace and the other adds one
   // segment's worth; on an oversubscribed host the lanes' ranks share the
   // CPUs that would overlap them, so the two add up.
@@ -479,11 +494,11 @@ double arHier(const Model& m, double N, size_t*) {
 }
 
 // --- reducescatter (N = n * bytes) ---
-double rsRing(const Model& m, double bytes, size_t*) {
+double rsRing(const Model& m, double bytes, Knobs*) {
   const LinkClass l = m.flat();
   return (m.n - 1) * (m.step(l) + bytes * (m.beta(l) + m.gamma()));
 }
-double rsRhd(const Model& m, double bytes, size_t*) {
+double rsRhd(const Model& m, double bytes, Knobs*) {
   const LinkClass l = m.flat();
   const double N = bytes * m.n;
   double t = foldIn(m, l, N, true) + (m.n == m.p2() ? 0 : m.step(l) + m.dup(l) * bytes * m.beta(l));
@@ -493,7 +508,7 @@ double rsRhd(const Model& m, double bytes, size_t*) {
   }
   return t;
 }
-double rsHier(const Model& m, double bytes, size_t*) {
+double rsHier(const Model& m, double bytes, Knobs*) {
   // Recursive halving inside the host, then across hosts per slice. The
   // first stage runs once per host (h times the steps) or once after a
   // reordering copy of N (hier_reduce_scatter.cc).
@@ -511,17 +526,17 @@ double rsHier(const Model& m, double bytes, size_t*) {
 }
 
 // --- allgather (b = bytes per rank) ---
-double agRing(const Model& m, double b, size_t*) {
+double agRing(const Model& m, double b, Knobs*) {
   const LinkClass l = m.flat();
   return (m.n - 1) * (m.step(l) + m.dup(l) * b * m.beta(l));
 }
-double agDirect(const Model& m, double b, size_t*) {
+double agDirect(const Model& m, double b, Knobs*) {
   // A FIFO hand-off publishes, then each peer's block is read once: every
   // peer must have published.
   const LinkClass c = LinkClass::Cma;
   return m.step(LinkClass::Shm, m.n - 1) + (m.n - 1) * (m.alpha(c) + m.paired(c) * b * m.beta(c));
 }
-double agRecDoubling(const Model& m, double b, size_t*) {
+double agRecDoubling(const Model& m, double b, Knobs*) {
   // The step between ranks `mask` apart sends mask/p2 of N.
   const LinkClass l = m.flat();
   const double N = b * m.n;
@@ -532,7 +547,7 @@ double agRecDoubling(const Model& m, double b, size_t*) {
   }
   return t;
 }
-double agHier(const Model& m, double b, size_t*) {
+double agHier(const Model& m, double b, Knobs*) {
   // Across hosts first (one leader per slice, sharing the NIC), then
   // recursive doubling inside the host: once per host, or once before a
   // reordering copy of N (hier_allgather.cc). Per host, the first stage is
@@ -550,16 +565,16 @@ double agHier(const Model& m, double b, size_t*) {
 }
 
 // --- broadcast (N = bytes) ---
-double bcChain(const Model& m, double N, size_t* chunk) {
+double bcChain(const Model& m, double N, Knobs* knobs) {
   const LinkClass l = m.flat();
   // A middle rank copies each chunk in and out; with 2 ranks the root
   // copies in while the receiver copies out.
   const double perByte = (m.n > 2 ? m.dup(l) : 1.0) * m.beta(l);
   const Cost c = pipeline(m, l, m.n - 1, N, perByte);
-  *chunk = c.chunkBytes;
+  knobs->chunkBytes = c.chunkBytes;
   return c.us;
 }
-double bcDirect(const Model& m, double N, size_t*) {
+double bcDirect(const Model& m, double N, Knobs*) {
   // Every non-root reads the root's pages: the reads serialise at the root,
   // which waits for all of them. Serialised, each read has a CPU to itself
   // on an oversubscribed host too, so the reads pay the link's own rate,
@@ -571,7 +586,7 @@ double bcDirect(const Model& m, double N, size_t*) {
   const double perByte = 1e-3 / m.p.link[static_cast<int>(c)].gbps;
   return m.step(LinkClass::Shm, m.n - 1) + m.alpha(c) + (m.n - 1) * N * perByte;
 }
-double bcBinomial(const Model& m, double N, size_t*) {
+double bcBinomial(const Model& m, double N, Knobs*) {
   // Pipelined one slot at a time, but the root sends every chunk
   // ceil(log2 n) times: its sends set the pace.
   const LinkClass l = m.flat();
@@ -581,13 +596,13 @@ double bcBinomial(const Model& m, double N, size_t*) {
 }
 
 // --- reduce (N = bytes) ---
-double rdChain(const Model& m, double N, size_t* chunk) {
+double rdChain(const Model& m, double N, Knobs* knobs) {
   const LinkClass l = m.flat();
   const Cost c = pipeline(m, l, m.n - 1, N, m.beta(l) + m.gamma());
-  *chunk = c.chunkBytes;
+  knobs->chunkBytes = c.chunkBytes;
   return c.us;
 }
-double rdBinomial(const Model& m, double N, size_t*) {
+double rdBinomial(const Model& m, double N, Knobs*) {
   // The root receives and reduces every chunk ceil(log2 n) times.
   const LinkClass l = m.flat();
   const double c = std::min<double>(N, static_cast<double>(m.s.slotBytes));
@@ -596,17 +611,17 @@ double rdBinomial(const Model& m, double N, size_t*) {
 }
 
 // --- alltoall (b = bytes per peer) ---
-double a2aPairwise(const Model& m, double b, size_t*) {
+double a2aPairwise(const Model& m, double b, Knobs*) {
   const LinkClass l = m.flat();
   return (m.n - 1) * (m.step(l) + m.dup(l) * b * m.beta(l) * m.share(l)) +
          b * m.beta(LinkClass::Shm);
 }
-double a2aDirect(const Model& m, double b, size_t*) {
+double a2aDirect(const Model& m, double b, Knobs*) {
   const LinkClass c = LinkClass::Cma;
   return m.step(LinkClass::Shm, m.n - 1) + (m.n - 1) * (m.alpha(c) + b * m.beta(c)) +
          b * m.beta(LinkClass::Shm);
 }
-double a2aBruck(const Model& m, double b, size_t*) {
+double a2aBruck(const Model& m, double b, Knobs*) {
   const LinkClass l = m.flat();
   const double N = b * m.n;
   // ceil(log2 n) steps of about half the buffer, plus two local rotations.
@@ -615,13 +630,13 @@ double a2aBruck(const Model& m, double b, size_t*) {
 }
 
 // --- gather / scatter (b = bytes per rank), send / recv ---
-double rootedDirect(const Model& m, double b, size_t*) {
+double rootedDirect(const Model& m, double b, Knobs*) {
   // The root moves every peer's block, one after another.
   const bool single = m.s.canPublish && b >= static_cast<double>(m.s.directMinBytes);
   const LinkClass l = m.h > 1 ? LinkClass::Net : (single ? LinkClass::Cma : LinkClass::Shm);
   return m.alpha(LinkClass::Shm) + (m.n - 1) * (m.step(l) + b * m.beta(l));
 }
-double p2p(const Model& m, double N, size_t*) {
+double p2p(const Model& m, double N, Knobs*) {
   const LinkClass l = m.flat();
   return m.step(l) + N * m.beta(l);
 }
@@ -738,9 +753,9 @@ std::optional<Cost> predictCost(CollKind kind, std::string_view name, size_t byt
   const Entry* e = findFormula(kind, name);
   if (!e) return std::nullopt;
   const Model m(shape, params);
-  size_t chunk = shape.slotBytes;
-  const double us = m.n == 1 ? 0.0 : e->f(m, static_cast<double>(bytes), &chunk);
-  return Cost{us, chunk};
+  Knobs knobs{shape.slotBytes, 0};
+  const double us = m.n == 1 ? 0.0 : e->f(m, static_cast<double>(bytes), &knobs);
+  return Cost{us, knobs.chunkBytes, knobs.segments};
 }
 
 uint8_t algorithmProtos(CollKind kind, std::string_view name) {
@@ -781,6 +796,19 @@ Restrictions parseRestrictions(std::string_view algoSpec, std::string_view proto
 
 namespace {
 
+// WEFT_HIER_SEGMENTS: 1 to 64, the same on every rank (a rank that cut the
+// buffer otherwise would exchange other sizes: a size-mismatch error).
+size_t hierSegmentsFromEnv() {
+  const int64_t k = envInt("HIER_SEGMENTS", 0);
+  if (k == 0) return 0;
+  if (k < 1 || k > 64) {
+    WEFT_WARN(kLogEnv, "WEFT_HIER_SEGMENTS=%lld is not in [1, 64]; the tuner picks the count",
+              static_cast<long long>(k));
+    return 0;
+  }
+  return static_cast<size_t>(k);
+}
+
 std::atomic<Restrictions*> gRestrictions{nullptr};
 std::atomic<uint64_t> gGeneration{1};  // bumped when the restrictions are re-read
 
@@ -791,6 +819,7 @@ const Restrictions& envRestrictions() {
   if (r) return *r;
   auto* fresh = new Restrictions(parseRestrictions(
       envString("ALGO").value_or(""), envString("PROTO").value_or(""), allAlgorithms(), true));
+  fresh->hierSegments = hierSegmentsFromEnv();
   if (gRestrictions.compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return *fresh;
   delete fresh;
   return *r;
@@ -839,6 +868,7 @@ struct Candidate {
   int index = -1;
   double us = kInf;
   size_t chunk = 0;
+  size_t segments = 0;
   bool modelled = false;
   bool allowed = false;      // by WEFT_ALGO and WEFT_PROTO
   bool policy = false;       // taken by default here (Entry's flags)
@@ -900,6 +930,7 @@ Candidate evaluate(const Call& call, std::span<const Algorithm> table, size_t i)
   c.modelled = cost.has_value();
   c.us = cost ? cost->us : kInf;
   c.chunk = cost ? cost->chunkBytes : call.shape.slotBytes;
+  c.segments = cost ? cost->segments : 0;
   c.allowed = (!call.restrictions.algoRestricted[k] || ((call.restrictions.algo[k] >> i) & 1)) &&
               (protos & call.protoAllowed) != 0;
   const bool useful = e != nullptr && usefulHere(*e, call.shape);
@@ -917,6 +948,9 @@ Choice choiceOf(const Call& call, std::span<const Algorithm> table, const Candid
   out.alg = &a;
   out.chunkBytes = std::min(pick.chunk ? pick.chunk : call.shape.slotBytes, call.shape.slotBytes);
   out.predictedUs = pick.modelled ? pick.us : std::numeric_limits<double>::quiet_NaN();
+  out.segments = pick.segments;
+  if (out.segments > 0 && call.restrictions.hierSegments > 0)
+    out.segments = call.restrictions.hierSegments;
   const uint8_t protos = algorithmProtos(call.kind, a.name);
   out.singleCopy = (call.protoAllowed & kProtoCma) != 0;
   if (protos == kProtoCma) {
@@ -1039,10 +1073,12 @@ void logChoice(const TunerShape& s, const TunerParams& p, CollKind kind, size_t 
   if (oversubscribed(s) && p.schedUs > 0)
     std::snprintf(over, sizeof(over), " (oversubscribed model, %d ranks per host on %d CPUs)",
                   s.ranksPerHost, s.hostCpus);
+  char segments[32] = "";
+  if (c.segments > 0) std::snprintf(segments, sizeof(segments), " segments %zu", c.segments);
   WEFT_INFO(kLogTuning,
-            "%s %zu bytes, %d ranks on %d host(s)%s: %s proto %s chunk %zu, predicted %.2f us",
+            "%s %zu bytes, %d ranks on %d host(s)%s: %s proto %s chunk %zu%s, predicted %.2f us",
             collName(kind), bytes, s.nranks, s.nhosts, over, c.alg ? c.alg->name : "?",
-            protoName(c.proto), c.chunkBytes, c.predictedUs);
+            protoName(c.proto), c.chunkBytes, segments, c.predictedUs);
 }
 
 }  // namespace

@@ -136,6 +136,7 @@ bool oversubscribed(const TunerShape& shape);
 struct Cost {
   double us = 0;
   size_t chunkBytes = 0;
+  size_t segments = 0;  // hier allreduce's pipeline segments; 0 elsewhere
 };
 // bytes = count x dtype size, in CollArgs' sense of count. nullopt when the
 // model has no formula for (kind, name).
@@ -151,6 +152,9 @@ struct Restrictions {
   bool algoRestricted[16] = {};
   uint8_t proto[16] = {};  // [kind]: kProtoSimple | kProtoCma
   bool protoRestricted[16] = {};
+  // WEFT_HIER_SEGMENTS: hier allreduce's pipeline segments, in place of the
+  // model's pick (0: the model's).
+  size_t hierSegments = 0;
 };
 Restrictions parseRestrictions(std::string_view algoSpec, std::string_view protoSpec,
                                std::span<const Algorithm> table, bool logWarnings);
@@ -165,6 +169,7 @@ struct Choice {
   Proto proto = Proto::Simple;
   bool singleCopy = true;  // algorithms with both protocols may use cma
   size_t chunkBytes = 0;   // 0: the slot
+  size_t segments = 0;     // CollArgs::segments
   double predictedUs = 0;  // NaN where the model has no formula
   bool fellBack = false;   // the restrictions left nothing that runs here
 };

@@ -70,9 +70,11 @@ Status runColl(weftComm* comm, CollCall& call, const std::atomic<int64_t>* deadl
   const Algorithm& alg = *choice.alg;
   args.chunkBytes = choice.chunkBytes;
   args.singleCopy = choice.singleCopy;
-  WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s proto %s chunk %zu",
+  args.segments = choice.segments;
+  WEFT_INFO(kLogColl, "#%llu %s count %zu %s root %d algo %s proto %s chunk %zu segments %zu",
             static_cast<unsigned long long>(comm->collSeq), collName(args.kind), args.count,
-            dtypeName(args.dtype), args.root, alg.name, protoName(choice.proto), choice.chunkBytes);
+            dtypeName(args.dtype), args.root, alg.name, protoName(choice.proto), choice.chunkBytes,
+            choice.segments);
   comm->health.beginCollective(deadline);
   comm->flight->start(call.flightSeq, false, alg.name);
   bool mismatch = false;
