@@ -451,7 +451,24 @@ TEST(TunerModel, HierAllReduceCarriesItsSegments) {
   ASSERT_STREQ(picked.alg->name, "hier");
   EXPECT_EQ(picked.segments, algo::hierSegments(mid, 8, s.slotBytes));
   hier.hierSegments = 5;
-  EXPECT_EQ(chooseFor(CollKind::AllReduce, mid, s, p, allAlgorithms(), hier).segments, 5u);
+  const Choice five = chooseFor(CollKind::AllReduce, mid, s, p, allAlgorithms(), hier);
+  EXPECT_EQ(five.segments, 5u);
+  // Priced at the count it runs (weft-info's time with WEFT_HIER_SEGMENTS).
+  EXPECT_DOUBLE_EQ(five.predictedUs, predictCost(CollKind::AllReduce, "hier", mid, s, p, 5)->us);
+  EXPECT_NE(five.predictedUs, picked.predictedUs);
+  EXPECT_EQ(predictCost(CollKind::AllReduce, "hier", mid, s, p, 5)->segments, 5u);
+  EXPECT_EQ(predictCost(CollKind::AllReduce, "ring", mid, s, p, 5)->segments, 0u);
+  // Never more segments than bytes.
+  EXPECT_EQ(predictCost(CollKind::AllReduce, "hier", 37, s, p, 64)->segments, 37u);
+  // Dear enough, the count given loses hier the tuner's free choice it had:
+  // with dear network steps 64 segments cost 63 x 2 more of them.
+  const Restrictions free = parseRestrictions("", "", allAlgorithms(), false);
+  ASSERT_STREQ(chooseFor(CollKind::AllReduce, mid, s, dear, allAlgorithms(), free).alg->name,
+               "hier");
+  Restrictions sixtyFour = free;
+  sixtyFour.hierSegments = 64;
+  EXPECT_STRNE(chooseFor(CollKind::AllReduce, mid, s, dear, allAlgorithms(), sixtyFour).alg->name,
+               "hier");
   Restrictions ring = parseRestrictions("allreduce:ring", "", allAlgorithms(), false);
   ring.hierSegments = 5;
   EXPECT_EQ(chooseFor(CollKind::AllReduce, mid, s, p, allAlgorithms(), ring).segments, 0u);

@@ -207,7 +207,7 @@ void plan(const TunerShape& shape, const TunerParams& p, const std::vector<CollK
                   protoName(c.proto), chunk.c_str(), c.predictedUs);
       if (all) {
         for (const Algorithm* a : algs) {
-          const auto cost = predictCost(kind, a->name, bytes, shape, p);
+          const auto cost = predictCost(kind, a->name, bytes, shape, p, r.hierSegments);
           std::printf(" %12.2f", cost ? cost->us : std::nan(""));
         }
       }

@@ -403,10 +403,12 @@ double foldOut(const Model& m, LinkClass l, double N) {
 }
 
 // What a formula picks besides the time: the pipelined algorithms' chunk,
-// hier allreduce's segment count (0: the algorithm's own rule).
+// hier allreduce's segment count (0: the algorithm's own rule); and what
+// the caller set: the count hier allreduce is priced at (WEFT_HIER_SEGMENTS).
 struct Knobs {
   size_t chunkBytes = 0;
   size_t segments = 0;
+  size_t segmentsGiven = 0;  // 0: the rule's
 };
 using Formula = double (*)(const Model& m, double bytes, Knobs* knobs);
 
@@ -474,17 +476,21 @@ double arHier(const Model& m, double N, Knobs* knobs) {
     acrossSteps = ((h & (h - 1)) == 0 ? 2.0 * m.ceilLog2(h) : 2.0 * (h - 1)) * m.step(net);
     acrossBytes = 2.0 * (h - 1) / h * N * m.beta(net) + (h - 1.0) / h * (N / p) * m.gamma();
   }
-  // K: hier allreduce's own rule (hierSegments), reported with the choice
-  // so that WEFT_HIER_SEGMENTS can replace it. Not the K that minimises
+  // K: hier allreduce's own rule (hierSegments), reported with the choice,
+  // unless WEFT_HIER_SEGMENTS gives one. Not the K that minimises
   // this formula: that K (one segment wherever the host is oversubscribed,
   // where the lanes add up) lost to the rule where measured. 4 ranks as 2
   // simulated hosts on 2 CPUs, forced, median of 5 alternating rounds,
   // 8 MiB: K = 1 8166 us, 2 9416, 4 8550, 8 (the rule) 6799; 2 MiB: 1929,
   // 1808 (the rule's 2), 2140, 2423. The formula leaves out that a segment
   // small enough stays in cache from one stage to the next.
-  const double k =
-      static_cast<double>(algo::hierSegments(static_cast<size_t>(N), p, m.s.slotBytes));
-  knobs->segments = static_cast<size_t>(k);
+  // A count given (WEFT_HIER_SEGMENTS) is priced as the call runs it: at
+  // most one segment per byte (hier_allreduce.cc cuts at most one per element).
+  const size_t given = knobs->segmentsGiven;
+  knobs->segments = std::clamp<size_t>(
+      given > 0 ? given : algo::hierSegments(static_cast<size_t>(N), p, m.s.slotBytes), 1,
+      std::max<size_t>(1, static_cast<size_t>(N)));
+  const double k = static_cast<double>(knobs->segments);
   const double host = k * hostSteps + hostBytes, across = k * acrossSteps + acrossBytes;
   // Overlapped, the slower lane sets the pace and the other adds one
   // segment's worth; on an oversubscribed host the lanes' ranks share the
@@ -749,11 +755,12 @@ bool usefulHere(const Entry& e, const TunerShape& shape) {
 }  // namespace
 
 std::optional<Cost> predictCost(CollKind kind, std::string_view name, size_t bytes,
-                                const TunerShape& shape, const TunerParams& params) {
+                                const TunerShape& shape, const TunerParams& params,
+                                size_t segments) {
   const Entry* e = findFormula(kind, name);
   if (!e) return std::nullopt;
   const Model m(shape, params);
-  Knobs knobs{shape.slotBytes, 0};
+  Knobs knobs{shape.slotBytes, 0, segments};
   const double us = m.n == 1 ? 0.0 : e->f(m, static_cast<double>(bytes), &knobs);
   return Cost{us, knobs.chunkBytes, knobs.segments};
 }
@@ -923,8 +930,8 @@ Candidate evaluate(const Call& call, std::span<const Algorithm> table, size_t i)
   Candidate c;
   // Hard limits: what cannot run correctly here.
   if (protos == kProtoCma && !singleCopyRuns) return c;
-  const std::optional<Cost> cost =
-      predictCost(call.kind, a.name, call.bytes, call.shape, call.params);
+  const std::optional<Cost> cost = predictCost(call.kind, a.name, call.bytes, call.shape,
+                                               call.params, call.restrictions.hierSegments);
   if (cost && !std::isfinite(cost->us)) return c;  // e.g. direct allreduce over one slot
   c.index = static_cast<int>(i);
   c.modelled = cost.has_value();
@@ -948,9 +955,7 @@ Choice choiceOf(const Call& call, std::span<const Algorithm> table, const Candid
   out.alg = &a;
   out.chunkBytes = std::min(pick.chunk ? pick.chunk : call.shape.slotBytes, call.shape.slotBytes);
   out.predictedUs = pick.modelled ? pick.us : std::numeric_limits<double>::quiet_NaN();
-  out.segments = pick.segments;
-  if (out.segments > 0 && call.restrictions.hierSegments > 0)
-    out.segments = call.restrictions.hierSegments;
+  out.segments = pick.segments;  // WEFT_HIER_SEGMENTS's, where it is set
   const uint8_t protos = algorithmProtos(call.kind, a.name);
   out.singleCopy = (call.protoAllowed & kProtoCma) != 0;
   if (protos == kProtoCma) {

@@ -139,9 +139,11 @@ struct Cost {
   size_t segments = 0;  // hier allreduce's pipeline segments; 0 elsewhere
 };
 // bytes = count x dtype size, in CollArgs' sense of count. nullopt when the
-// model has no formula for (kind, name).
+// model has no formula for (kind, name). `segments`: hier allreduce's
+// pipeline segments to price (WEFT_HIER_SEGMENTS); 0: the algorithm's rule.
 std::optional<Cost> predictCost(CollKind kind, std::string_view name, size_t bytes,
-                                const TunerShape& shape, const TunerParams& params);
+                                const TunerShape& shape, const TunerParams& params,
+                                size_t segments = 0);
 // Which protocols the algorithm uses (kProtoSimple | kProtoCma).
 uint8_t algorithmProtos(CollKind kind, std::string_view name);
 
@@ -153,7 +155,7 @@ struct Restrictions {
   uint8_t proto[16] = {};  // [kind]: kProtoSimple | kProtoCma
   bool protoRestricted[16] = {};
   // WEFT_HIER_SEGMENTS: hier allreduce's pipeline segments, in place of the
-  // model's pick (0: the model's).
+  // model's pick (0: the model's); the model prices hier at this count.
   size_t hierSegments = 0;
 };
 Restrictions parseRestrictions(std::string_view algoSpec, std::string_view protoSpec,
