@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/select.h"
 #include "harness/multirank.h"
 #include "weft/weft.h"
 
@@ -618,6 +619,70 @@ void expectWrongSecretRefused(const char* right, const char* wrong) {
         RANK_EXPECT(r != weftSuccess)
             << "rank " << ctx.rank << " joined although rank 0 has secret \"" << right
             << "\" and rank 1 \"" << wrong << "\"";
+        if (r == weftSuccess) weftCommDestroy(comm);
+      },
+      opts);
+}
+
+// Ranks whose algorithm-selection settings differ would run different
+// algorithms for one call and hang: init fails on every rank, with
+// weftInvalidUsage and a message naming the setting and both values.
+void expectSelectionMismatchRefused(const char* setting, const char* rank0, const char* rank2,
+                                    const char* named, const char* shown0, const char* shown2) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(60);
+  runRanksRaw(
+      3,
+      [&](const RankContext& ctx) {
+        // Rank 1 leaves it unset where rank 0's is unset too: only rank 2
+        // differs, so the message names rank 2.
+        const char* value = ctx.rank == 2 ? rank2 : rank0;
+        if (value[0]) ::setenv(setting, value, 1);
+        resetAlgorithmSelectionForTesting();
+        weftComm_t comm = nullptr;
+        const weftResult_t r = ctx.initComm(&comm);
+        const std::string msg = lastError(nullptr);
+        RANK_EXPECT(r == weftInvalidUsage) << "init returned " << int(r) << " with " << setting
+                                           << " " << rank0 << " / " << rank2 << ": " << msg;
+        RANK_EXPECT(comm == nullptr);
+        const std::string want =
+            std::string(named) + " is " + shown0 + " on rank 0 and " + shown2 + " on rank 2";
+        RANK_EXPECT(msg.find(want) != std::string::npos) << "want \"" << want << "\" in: " << msg;
+        RANK_EXPECT(msg.find("alike on every rank") != std::string::npos) << msg;
+        if (r == weftSuccess) weftCommDestroy(comm);
+      },
+      opts);
+}
+
+TEST(Errors, AlgoDifferingAcrossRanksIsRefused) {
+  expectSelectionMismatchRefused("WEFT_ALGO", "allreduce:ring", "allreduce:tree",
+                                 "WEFT_ALGO (NCCL_ALGO)", "\"allreduce:ring\"",
+                                 "\"allreduce:tree\"");
+}
+TEST(Errors, ProtoDifferingAcrossRanksIsRefused) {
+  expectSelectionMismatchRefused("WEFT_PROTO", "", "^cma", "WEFT_PROTO (NCCL_PROTO)", "unset",
+                                 "\"^cma\"");
+}
+TEST(Errors, HierSegmentsDifferingAcrossRanksIsRefused) {
+  expectSelectionMismatchRefused("WEFT_HIER_SEGMENTS", "3", "", "WEFT_HIER_SEGMENTS", "3", "unset");
+}
+TEST(Errors, OnlineTuningDifferingAcrossRanksIsRefused) {
+  expectSelectionMismatchRefused("WEFT_TUNER_ONLINE", "0", "",
+                                 "online tuning (WEFT_TUNER_ONLINE, WEFT_TUNER_ONLINE_ROUNDS)",
+                                 "off", "on, 4 rounds");
+}
+// Spelled differently, selecting alike: no error.
+TEST(Errors, AlgoSpelledDifferentlyAcrossRanksIsAccepted) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(60);
+  runRanksRaw(
+      2,
+      [&](const RankContext& ctx) {
+        ::setenv("WEFT_ALGO", ctx.rank == 0 ? "ring" : "RING", 1);
+        resetAlgorithmSelectionForTesting();
+        weftComm_t comm = nullptr;
+        const weftResult_t r = ctx.initComm(&comm);
+        RANK_EXPECT(r == weftSuccess) << lastError(nullptr);
         if (r == weftSuccess) weftCommDestroy(comm);
       },
       opts);

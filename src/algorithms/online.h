@@ -112,6 +112,9 @@ class OnlineTuner {
   // From WEFT_TUNER_ONLINE (0: off, nullptr) and WEFT_TUNER_ONLINE_ROUNDS.
   static std::unique_ptr<OnlineTuner> fromEnv();
 
+  // The fewest calls a candidate runs (WEFT_TUNER_ONLINE_ROUNDS).
+  int rounds() const { return rounds_; }
+
   // The choice for this call.
   Choice choose(const CollArgs& args, CollContext& ctx);
   // This rank's time for the call that choose() answered last, once it ran

@@ -803,8 +803,8 @@ Restrictions parseRestrictions(std::string_view algoSpec, std::string_view proto
 
 namespace {
 
-// WEFT_HIER_SEGMENTS: 1 to 64, the same on every rank (a rank that cut the
-// buffer otherwise would exchange other sizes: a size-mismatch error).
+// WEFT_HIER_SEGMENTS: 1 to 64, the same on every rank (agreeSelection
+// refuses a communicator whose ranks differ).
 size_t hierSegmentsFromEnv() {
   const int64_t k = envInt("HIER_SEGMENTS", 0);
   if (k == 0) return 0;

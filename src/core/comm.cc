@@ -217,12 +217,15 @@ Status initTuner(weftComm* comm) {
     shape = tunerShapeFor(comm->context, hostOf);
     shape.hostCpus = layout.ownHostCpus;
   }
+  std::unique_ptr<OnlineTuner> online = OnlineTuner::fromEnv();
+  WEFT_RETURN_IF_ERROR(
+      agreeSelection(comm->context, envRestrictions(), online ? online->rounds() : 0));
   TunerParams params;
   WEFT_RETURN_IF_ERROR(tunerParamsFor(comm->context, hostOf, shape, &params));
-  // Nothing of the calibration may stay in TCP staging slots.
+  // Nothing of the agreements or the calibration may stay in TCP staging slots.
   WEFT_RETURN_IF_ERROR(comm->transport->flush([comm] { return comm->health.check(); }));
   comm->tuner = std::make_unique<Tuner>(shape, params);
-  comm->online = OnlineTuner::fromEnv();
+  comm->online = std::move(online);
   return Status::ok();
 }
 
