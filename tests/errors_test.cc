@@ -671,6 +671,12 @@ TEST(Errors, OnlineTuningDifferingAcrossRanksIsRefused) {
                                  "online tuning (WEFT_TUNER_ONLINE, WEFT_TUNER_ONLINE_ROUNDS)",
                                  "off", "on, 4 rounds");
 }
+TEST(Errors, DirectMinDifferingAcrossRanksIsRefused) {
+  // Single copy runs on one host only: over TCP it is off, and nothing differs.
+  if (std::getenv("WEFT_SHM_DISABLE")) GTEST_SKIP() << "no single copy over TCP";
+  expectSelectionMismatchRefused("WEFT_SHM_DIRECT_MIN", "", "1K", "WEFT_SHM_DIRECT_MIN",
+                                 "65536 bytes", "1024");
+}
 // Spelled differently, selecting alike: no error.
 TEST(Errors, AlgoSpelledDifferentlyAcrossRanksIsAccepted) {
   RunOptions opts;

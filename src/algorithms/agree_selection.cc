@@ -1,7 +1,7 @@
 // The algorithm-selection settings, compared across ranks at set-up.
 //
-// Each rank reads WEFT_ALGO, WEFT_PROTO, WEFT_HIER_SEGMENTS and the online
-// tuner's settings from its own environment. Ranks that read them
+// Each rank reads WEFT_ALGO, WEFT_PROTO, WEFT_HIER_SEGMENTS, the online
+// tuner's settings and WEFT_SHM_DIRECT_MIN from its own environment. Ranks that read them
 // differently run different algorithms for one call (or cut hier allreduce
 // differently, or time different trials) and wait for messages that never
 // come: a hang, or a size mismatch mid-call. Comparing them once, where
@@ -27,6 +27,7 @@ struct SelectionRecord {
   uint64_t protoHash = 0;
   uint64_t hierSegments = 0;
   int64_t onlineRounds = 0;
+  uint64_t directMinBytes = 0;
   char algoText[64] = {};
   char protoText[32] = {};
 };
@@ -66,7 +67,8 @@ std::string onlineText(int64_t rounds) {
 
 }  // namespace
 
-Status agreeSelection(CollContext& ctx, const Restrictions& r, int onlineRounds) {
+Status agreeSelection(CollContext& ctx, const Restrictions& r, int onlineRounds,
+                      size_t directMinBytes) {
   const int n = ctx.nranks();
   if (n <= 1) return Status::ok();
   SelectionRecord mine;
@@ -74,6 +76,7 @@ Status agreeSelection(CollContext& ctx, const Restrictions& r, int onlineRounds)
   mine.protoHash = hashOf(r.proto, r.protoRestricted);
   mine.hierSegments = r.hierSegments;
   mine.onlineRounds = onlineRounds;
+  mine.directMinBytes = directMinBytes;
   textInto(mine.algoText, "ALGO");
   textInto(mine.protoText, "PROTO");
   std::vector<SelectionRecord> all(static_cast<size_t>(n));
@@ -99,6 +102,10 @@ Status agreeSelection(CollContext& ctx, const Restrictions& r, int onlineRounds)
       what = "online tuning (WEFT_TUNER_ONLINE, WEFT_TUNER_ONLINE_ROUNDS) is " +
              onlineText(first.onlineRounds) + " on rank 0 and " + onlineText(other.onlineRounds) +
              " on rank " + std::to_string(q);
+    } else if (other.directMinBytes != first.directMinBytes) {
+      what = "WEFT_SHM_DIRECT_MIN is " + std::to_string(first.directMinBytes) +
+             " bytes on rank 0 and " + std::to_string(other.directMinBytes) + " on rank " +
+             std::to_string(q);
     } else {
       continue;
     }

@@ -242,11 +242,13 @@ Status tunerParamsFor(CollContext& ctx, std::span<const int> hostOf, const Tuner
 // The settings that pick each call's algorithm, which must be alike on
 // every rank, since ranks that pick differently exchange different messages
 // and hang or fail mid-call: WEFT_ALGO, WEFT_PROTO, WEFT_HIER_SEGMENTS
-// (`restrictions`) and online tuning (`onlineRounds`: WEFT_TUNER_ONLINE_ROUNDS,
-// 0 where WEFT_TUNER_ONLINE=0). Collective over ctx at set-up; an
-// InvalidUsage error on every rank, naming the setting and two ranks' values,
-// where any rank's differ.
-Status agreeSelection(CollContext& ctx, const Restrictions& restrictions, int onlineRounds);
+// (`restrictions`), online tuning (`onlineRounds`: WEFT_TUNER_ONLINE_ROUNDS,
+// 0 where WEFT_TUNER_ONLINE=0) and where single copy starts
+// (`directMinBytes`: WEFT_SHM_DIRECT_MIN, 0 where single copy is off).
+// Collective over ctx at set-up; an InvalidUsage error on every rank, naming
+// the setting and two ranks' values, where any rank's differ.
+Status agreeSelection(CollContext& ctx, const Restrictions& restrictions, int onlineRounds,
+                      size_t directMinBytes);
 
 // A communicator's shape from its ranks' host indices and channels
 // (hostCpus unknown: agreeCpuLayout fills it in).

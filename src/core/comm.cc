@@ -218,8 +218,9 @@ Status initTuner(weftComm* comm) {
     shape.hostCpus = layout.ownHostCpus;
   }
   std::unique_ptr<OnlineTuner> online = OnlineTuner::fromEnv();
-  WEFT_RETURN_IF_ERROR(
-      agreeSelection(comm->context, envRestrictions(), online ? online->rounds() : 0));
+  WEFT_RETURN_IF_ERROR(agreeSelection(comm->context, envRestrictions(),
+                                      online ? online->rounds() : 0,
+                                      shape.canPublish ? shape.directMinBytes : 0));
   TunerParams params;
   WEFT_RETURN_IF_ERROR(tunerParamsFor(comm->context, hostOf, shape, &params));
   // Nothing of the agreements or the calibration may stay in TCP staging slots.
