@@ -1,12 +1,13 @@
 // The algorithm-selection settings, compared across ranks at set-up.
 //
 // Each rank reads WEFT_ALGO, WEFT_PROTO, WEFT_HIER_SEGMENTS, the online
-// tuner's settings and WEFT_SHM_DIRECT_MIN from its own environment. Ranks that read them
-// differently run different algorithms for one call (or cut hier allreduce
-// differently, or time different trials) and wait for messages that never
-// come: a hang, or a size mismatch mid-call. Comparing them once, where
-// every rank sees every rank's settings, turns that into one error at
-// communicator creation, the same on every rank.
+// tuner's settings and WEFT_SHM_DIRECT_MIN from its own environment. Ranks
+// that read them differently run different algorithms or protocols for one
+// call (or cut hier allreduce differently, or time different trials) and
+// wait for messages that never come: a hang, or a size mismatch mid-call.
+// Comparing them once, where every rank sees every rank's settings, turns
+// that into one error at communicator creation, the same on every rank.
+// Cost: one all-gather of a record of 136 bytes per rank at set-up.
 #include <cstdint>
 #include <cstring>
 #include <string>
