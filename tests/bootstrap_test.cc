@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "core/launch_env.h"
 #include "harness/multirank.h"
 
 namespace weft {
@@ -59,6 +60,27 @@ TEST(Bootstrap, UnreachableRootFailsNamingTheAddress) {
   EXPECT_EQ(comm, nullptr);
   EXPECT_NE(message.find(addr), std::string::npos) << message;
   EXPECT_NE(message.find("WEFT_BOOTSTRAP_TIMEOUT_MS"), std::string::npos) << message;
+}
+
+TEST(LaunchEnv, FirstSlurmHostOfAHostList) {
+  EXPECT_EQ(firstSlurmHost("node1"), "node1");
+  EXPECT_EQ(firstSlurmHost("node[07-09,12],gpu1"), "node07");
+  EXPECT_EQ(firstSlurmHost("gpu1,node[07-09]"), "gpu1");
+  EXPECT_EQ(firstSlurmHost("node[12,3-4]"), "node12");
+  EXPECT_EQ(firstSlurmHost("rack[2-3]-n[001-004]-ib"), "rack2-n001-ib");
+  EXPECT_EQ(firstSlurmHost("a-b.example.org"), "a-b.example.org");
+  for (const char* bad : {"", "node[", "node[]", "node[x-y]", "node]1", "[-3]", "no de1"})
+    EXPECT_EQ(firstSlurmHost(bad), "") << bad;
+}
+
+TEST(LaunchEnv, PortFromJobIdIsStableAndInRange) {
+  EXPECT_EQ(portFromJobId("4242.0"), portFromJobId("4242.0"));
+  EXPECT_NE(portFromJobId("4242.0"), portFromJobId("4242.1"));
+  for (int job = 0; job < 1000; ++job) {
+    const uint16_t p = portFromJobId(std::to_string(job));
+    EXPECT_GE(p, 20000);
+    EXPECT_LT(p, 40000);
+  }
 }
 
 // Opens a connection to addr and writes `bytes` (which may be nothing).

@@ -349,6 +349,25 @@ TEST_P(CommRanks, InitFromTorchrunEnv) {
       opts);
 }
 
+// srun without PMIx: rank 0's address is the step's first node; the port is
+// MASTER_PORT's here (a free one), else derived from the job and step ids.
+TEST_P(CommRanks, InitFromSlurmEnv) {
+  RunOptions opts;
+  opts.init = InitMode::kSlurmEnv;
+  runRanks(
+      GetParam(),
+      [](weftComm_t comm, int rank, int n) {
+        int count = -1, me = -1;
+        RANK_CHECK_OK(weftCommCount(comm, &count));
+        RANK_CHECK_OK(weftCommUserRank(comm, &me));
+        RANK_EXPECT_EQ(count, n);
+        RANK_EXPECT_EQ(me, rank);
+        const std::vector<int> all = gatherInts(comm, 3 * rank);
+        for (int q = 0; q < n; ++q) RANK_EXPECT_EQ(all[size_t(q)], 3 * q);
+      },
+      opts);
+}
+
 // The C++ API over the same machinery: a Comm from the environment, split.
 TEST_P(CommRanks, CppCommFromEnvAndSplit) {
   RunOptions opts;

@@ -188,6 +188,31 @@ TEST(Errors, InitFromEnvWithoutEnvironment) {
       opts);
 }
 
+// srun without PMIx puts rank 0's listener on the step's first node. Rank 0
+// started elsewhere (a distribution other than block) says so at once,
+// rather than leaving the others to wait for a listener that is not there;
+// they give up at the bootstrap timeout, naming the address they tried.
+TEST(Errors, SlurmRankZeroOffTheFirstNodeIsRefused) {
+  RunOptions opts;
+  opts.timeout = std::chrono::seconds(60);
+  opts.init = InitMode::kSlurmEnv;
+  opts.env = {{"SLURMD_NODENAME", "node7"}, {"WEFT_BOOTSTRAP_TIMEOUT_MS", "1500"}};
+  runRanksRaw(
+      2,
+      [](const RankContext& ctx) {
+        weftComm_t comm = nullptr;
+        if (ctx.rank == 0) {
+          RANK_EXPECT_REJECTED(weftCommInitFromEnv(&comm, nullptr), weftInvalidArgument, "node7",
+                               "localhost", "block distribution");
+        } else {
+          RANK_EXPECT_REJECTED(weftCommInitFromEnv(&comm, nullptr), weftSystemError,
+                               "bootstrap root");
+        }
+        RANK_EXPECT(comm == nullptr);
+      },
+      opts);
+}
+
 // Bad arguments to collectives on a live communicator: each call is rejected
 // locally, names the problem, and leaves the communicator usable.
 void badCollectiveArguments(weftComm_t comm, int rank, int n) {

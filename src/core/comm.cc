@@ -15,7 +15,9 @@
 #include "base/dtype.h"
 #include "base/env.h"
 #include "base/log.h"
+#include "bootstrap/pmix.h"
 #include "core/check.h"
+#include "core/launch_env.h"
 
 namespace weft {
 namespace {
@@ -565,83 +567,28 @@ Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t
 
 namespace {
 
-struct EnvRank {
-  int rank = -1;
-  int size = -1;
-};
-
-bool readInt(const char* name, int* out) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return false;
-  char* end = nullptr;
-  const long parsed = std::strtol(v, &end, 10);
-  if (*end != '\0') return false;
-  *out = static_cast<int>(parsed);
-  return true;
-}
-
-EnvRank rankFromEnv() {
-  static const char* kPairs[][2] = {{"WEFT_RANK", "WEFT_WORLD_SIZE"},
-                                    {"RANK", "WORLD_SIZE"},
-                                    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                    {"PMI_RANK", "PMI_SIZE"},
-                                    {"SLURM_PROCID", "SLURM_NTASKS"}};
-  EnvRank r;
-  for (const auto& pair : kPairs)
-    if (readInt(pair[0], &r.rank) && readInt(pair[1], &r.size)) return r;
-  return EnvRank{};
-}
-
-// host:port of rank 0's bootstrap listener.
-std::optional<std::string> addressFromEnv() {
-  if (auto addr = envString("ADDR")) return addr;
-  const char* host = std::getenv("MASTER_ADDR");
-  const char* port = std::getenv("MASTER_PORT");
-  if (host != nullptr && port != nullptr) {
-    const bool v6 = std::strchr(host, ':') != nullptr;
-    return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + port;
-  }
-  // mpirun on one host: every rank can derive the same port from the job id.
-  int localSize = -1, size = -1;
-  if (readInt("OMPI_COMM_WORLD_LOCAL_SIZE", &localSize) && readInt("OMPI_COMM_WORLD_SIZE", &size) &&
-      localSize == size) {
-    const char* job = std::getenv("PMIX_NAMESPACE");
-    if (job == nullptr) job = std::getenv("OMPI_MCA_ess_base_jobid");
-    if (job != nullptr) {
-      uint64_t h = 1469598103934665603ull;
-      for (const char* c = job; *c; ++c)
-        h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
-      return "127.0.0.1:" + std::to_string(20000 + h % 20000);
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-Status commInitFromEnv(const weftConfig_t* config, weftComm** out) {
-  *out = nullptr;
-  const EnvRank er = rankFromEnv();
-  if (er.rank < 0 || er.size <= 0)
-    return Status(weftInvalidArgument,
-                  "no rank and world size in the environment: set WEFT_RANK and "
-                  "WEFT_WORLD_SIZE (or launch with weftrun, torchrun, mpirun or srun)");
-  const auto addrText = addressFromEnv();
-  if (!addrText)
-    return Status(weftInvalidArgument,
-                  "no rendezvous address in the environment: set WEFT_ADDR=host:port of rank "
-                  "0 (or MASTER_ADDR and MASTER_PORT)");
-  net::SockAddr root;
-  WEFT_RETURN_IF_ERROR(net::parseHostPort(*addrText, &root));
-  // Every rank must derive the same secret; WEFT_SECRET makes it a real one.
-  // Any text works as WEFT_SECRET: it is hashed, so "0123abcd" and
-  // "0123abce" or "right" and "wrong" all differ.
-  const auto configured = envString("SECRET");
-  const std::string seed =
-      configured ? "secret:" + *configured : *addrText + "/" + std::to_string(er.size);
+uint64_t secretFrom(const std::string& seed) {
   uint64_t secret = 1469598103934665603ull;
   for (unsigned char c : seed) secret = (secret ^ c) * 1099511628211ull;
-  if (er.rank == 0) {
+  return secret;
+}
+
+// Any text works as WEFT_SECRET: it is hashed, so "0123abcd" and "0123abce"
+// or "right" and "wrong" all differ.
+std::optional<uint64_t> configuredSecret() {
+  const auto configured = envString("SECRET");
+  if (!configured) return std::nullopt;
+  return secretFrom("secret:" + *configured);
+}
+
+// rank 0 listens at an address every rank read from its environment.
+Status uniqueIdAt(const std::string& addrText, int rank, int size, weftUniqueId* id) {
+  net::SockAddr root;
+  WEFT_RETURN_IF_ERROR(net::parseHostPort(addrText, &root));
+  // Every rank must derive the same secret; WEFT_SECRET makes it a real one.
+  const uint64_t secret =
+      configuredSecret().value_or(secretFrom(addrText + "/" + std::to_string(size)));
+  if (rank == 0) {
     net::SockAddr bound;
     Status st = startBootstrapRoot(root, secret, &bound);
     if (!st.isOk()) {
@@ -653,13 +600,73 @@ Status commInitFromEnv(const weftConfig_t* config, weftComm** out) {
       any.setPort(root.port());
       Status again = startBootstrapRoot(any, secret, &bound);
       if (!again.isOk())
-        return makeError(weftSystemError, "rank 0 cannot listen on WEFT_ADDR %s: %s",
-                         addrText->c_str(), st.message().c_str());
+        return makeError(weftSystemError, "rank 0 cannot listen on %s: %s", addrText.c_str(),
+                         st.message().c_str());
     }
   }
+  return encodeUniqueId(root, secret, id);
+}
+
+// The launcher's rank 0 makes a unique id as weftGetUniqueId does (a
+// listener on an ephemeral port, a random secret unless WEFT_SECRET is set)
+// and publishes it through PMIx.
+Status uniqueIdThroughPmix(weftUniqueId* id) {
+  std::string hex;
+  WEFT_RETURN_IF_ERROR(pmix::shareFromRankZero(
+      [](std::string* out) -> Status {
+        const uint64_t secret = configuredSecret().value_or(randomU64());
+        net::SockAddr bound;
+        WEFT_RETURN_IF_ERROR(startBootstrapRoot(net::defaultLocalAddress(), secret, &bound));
+        weftUniqueId made;
+        WEFT_RETURN_IF_ERROR(encodeUniqueId(bound, secret, &made));
+        static const char kDigits[] = "0123456789abcdef";
+        out->clear();
+        for (unsigned char c : made.internal) {
+          out->push_back(kDigits[c >> 4]);
+          out->push_back(kDigits[c & 15]);
+        }
+        return Status::ok();
+      },
+      bootstrapTimeoutMs(), &hex));
+  if (hex.size() != 2 * sizeof id->internal)
+    return makeError(weftSystemError,
+                     "the unique id published through PMIx has %zu digits, not %zu", hex.size(),
+                     2 * sizeof id->internal);
+  auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < sizeof id->internal; ++i)
+    id->internal[i] = static_cast<char>(digit(hex[2 * i]) << 4 | digit(hex[2 * i + 1]));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status commInitFromEnv(const weftConfig_t* config, weftComm** out) {
+  *out = nullptr;
+  const LaunchRank lr = rankFromEnv();
+  if (lr.rank < 0 || lr.size <= 0)
+    return Status(weftInvalidArgument,
+                  "no rank and world size in the environment: set WEFT_RANK and "
+                  "WEFT_WORLD_SIZE (or launch with weftrun, torchrun, mpirun or srun)");
   weftUniqueId id;
-  WEFT_RETURN_IF_ERROR(encodeUniqueId(root, secret, &id));
-  return commInit(er.size, id, er.rank, config, out);
+  if (const auto addr = explicitAddressFromEnv()) {
+    WEFT_RETURN_IF_ERROR(uniqueIdAt(*addr, lr.rank, lr.size, &id));
+    return commInit(lr.size, id, lr.rank, config, out);
+  }
+  if (pmix::launchedUnderPmix()) {
+    const Status st = uniqueIdThroughPmix(&id);
+    if (st.isOk()) return commInit(lr.size, id, lr.rank, config, out);
+    WEFT_WARN(kLogBootstrap, "%s; trying the other launcher variables", st.message().c_str());
+  }
+  Status slurmError;
+  std::optional<std::string> addr = slurmAddressFromEnv(lr.rank, &slurmError);
+  WEFT_RETURN_IF_ERROR(slurmError);
+  if (!addr) addr = localMpirunAddressFromEnv();
+  if (!addr)
+    return Status(weftInvalidArgument,
+                  "no rendezvous address in the environment: set WEFT_ADDR=host:port of rank "
+                  "0 (or MASTER_ADDR and MASTER_PORT)");
+  WEFT_RETURN_IF_ERROR(uniqueIdAt(*addr, lr.rank, lr.size, &id));
+  return commInit(lr.size, id, lr.rank, config, out);
 }
 
 Status commSplit(weftComm* comm, int color, int key, const weftConfig_t* config, weftComm** out) {

@@ -171,10 +171,26 @@ const char* const kLauncherVars[] = {
     "SLURM_LOCALID",
     "PMI_RANK",
     "PMI_SIZE",
+    "SLURM_STEP_NODELIST",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "SLURMD_NODENAME",
 };
+
+// A test run under mpirun or srun must not rendezvous through the
+// launcher's PMIx server: the children are not its processes.
+void unsetPmixEnv() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "PMIX_", 5) == 0) names.emplace_back(*e, std::strcspn(*e, "="));
+  for (const std::string& n : names) ::unsetenv(n.c_str());
+}
 
 void setupChildEnv(const RankContext& ctx, int port, const RunOptions& opts) {
   for (const char* v : kLauncherVars) ::unsetenv(v);
+  unsetPmixEnv();
   const std::string rank = std::to_string(ctx.rank);
   const std::string size = std::to_string(ctx.nranks);
   const std::string portStr = std::to_string(port);
@@ -192,6 +208,15 @@ void setupChildEnv(const RankContext& ctx, int port, const RunOptions& opts) {
       ::setenv("WORLD_SIZE", size.c_str(), 1);
       ::setenv("LOCAL_WORLD_SIZE", size.c_str(), 1);
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", portStr.c_str(), 1);
+      break;
+    case InitMode::kSlurmEnv:
+      ::setenv("SLURM_PROCID", rank.c_str(), 1);
+      ::setenv("SLURM_NTASKS", size.c_str(), 1);
+      ::setenv("SLURM_STEP_NODELIST", "localhost", 1);
+      ::setenv("SLURM_JOB_ID", portStr.c_str(), 1);
+      ::setenv("SLURM_STEP_ID", "0", 1);
+      ::setenv("SLURMD_NODENAME", "localhost", 1);
       ::setenv("MASTER_PORT", portStr.c_str(), 1);
       break;
   }
@@ -489,6 +514,7 @@ weftResult_t RankContext::initComm(weftComm_t* comm, weftConfig_t* config) const
                     : weftCommInitRank(comm, nranks, id, rank);
     case InitMode::kWeftEnv:
     case InitMode::kTorchEnv:
+    case InitMode::kSlurmEnv:
       return weftCommInitFromEnv(comm, config);
   }
   return weftInternalError;

@@ -40,6 +40,9 @@ enum class InitMode {
   kUniqueId,  // weftCommInitRank(&comm, n, id, rank) with the parent's unique id
   kWeftEnv,   // WEFT_RANK / WEFT_WORLD_SIZE / WEFT_ADDR, then weftCommInitFromEnv
   kTorchEnv,  // RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, then weftCommInitFromEnv
+  kSlurmEnv,  // SLURM_PROCID / SLURM_NTASKS / SLURM_STEP_NODELIST=localhost / SLURM_JOB_ID
+              // and MASTER_PORT (no MASTER_ADDR), as srun without PMIx, then
+              // weftCommInitFromEnv
 };
 
 // How a child is expected to end.
