@@ -12,6 +12,7 @@ packages=(
   libbenchmark-dev                                # micro-benchmarks
   libopenblas-dev libopenblas0-serial             # BLAS for PowerSGD (src/compression: the serial build)
   openmpi-bin libopenmpi-dev                      # mpirun, Open MPI peer benchmark
+  libpmix-dev                                     # rendezvous under mpirun/srun (PMIx headers)
   libgloo-dev                                     # Gloo peer benchmark (TCP)
   python3                                         # perf/compare
   clang-format                                    # formatting
