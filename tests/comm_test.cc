@@ -313,35 +313,23 @@ TEST_P(CommRanks, NonBlockingInit) {
   });
 }
 
-TEST_P(CommRanks, InitFromWeftEnv) {
+// Ranks started as `init` says build a communicator from the environment:
+// each is who the launcher said, and an all-gather and an allreduce agree.
+void expectCommFromEnv(int nranks, InitMode init,
+                       std::vector<std::pair<std::string, std::string>> env = {}) {
   RunOptions opts;
-  opts.init = InitMode::kWeftEnv;
-  opts.env = {{"WEFT_SECRET", "correct horse battery staple"}};
+  opts.init = init;
+  opts.env = std::move(env);
   runRanks(
-      GetParam(),
+      nranks,
       [](weftComm_t comm, int rank, int n) {
         int count = -1, me = -1;
         RANK_CHECK_OK(weftCommCount(comm, &count));
         RANK_CHECK_OK(weftCommUserRank(comm, &me));
         RANK_EXPECT_EQ(count, n);
         RANK_EXPECT_EQ(me, rank);
-        const std::vector<int> all = gatherInts(comm, rank + 1);
-        for (int q = 0; q < n; ++q) RANK_EXPECT_EQ(all[size_t(q)], q + 1);
-      },
-      opts);
-}
-
-TEST_P(CommRanks, InitFromTorchrunEnv) {
-  RunOptions opts;
-  opts.init = InitMode::kTorchEnv;
-  runRanks(
-      GetParam(),
-      [](weftComm_t comm, int rank, int n) {
-        int count = -1, me = -1;
-        RANK_CHECK_OK(weftCommCount(comm, &count));
-        RANK_CHECK_OK(weftCommUserRank(comm, &me));
-        RANK_EXPECT_EQ(count, n);
-        RANK_EXPECT_EQ(me, rank);
+        const std::vector<int> all = gatherInts(comm, 3 * rank + 1);
+        for (int q = 0; q < n; ++q) RANK_EXPECT_EQ(all[size_t(q)], 3 * q + 1);
         int64_t x = rank;
         RANK_CHECK_OK(weftAllReduce(&x, &x, 1, weftInt64, weftMax, comm, nullptr));
         RANK_EXPECT_EQ(x, n - 1);
@@ -349,23 +337,19 @@ TEST_P(CommRanks, InitFromTorchrunEnv) {
       opts);
 }
 
+TEST_P(CommRanks, InitFromWeftEnv) {
+  expectCommFromEnv(GetParam(), InitMode::kWeftEnv,
+                    {{"WEFT_SECRET", "correct horse battery staple"}});
+}
+
+TEST_P(CommRanks, InitFromTorchrunEnv) {
+  expectCommFromEnv(GetParam(), InitMode::kTorchEnv);
+}
+
 // srun without PMIx: rank 0's address is the step's first node; the port is
 // MASTER_PORT's here (a free one), else derived from the job and step ids.
 TEST_P(CommRanks, InitFromSlurmEnv) {
-  RunOptions opts;
-  opts.init = InitMode::kSlurmEnv;
-  runRanks(
-      GetParam(),
-      [](weftComm_t comm, int rank, int n) {
-        int count = -1, me = -1;
-        RANK_CHECK_OK(weftCommCount(comm, &count));
-        RANK_CHECK_OK(weftCommUserRank(comm, &me));
-        RANK_EXPECT_EQ(count, n);
-        RANK_EXPECT_EQ(me, rank);
-        const std::vector<int> all = gatherInts(comm, 3 * rank);
-        for (int q = 0; q < n; ++q) RANK_EXPECT_EQ(all[size_t(q)], 3 * q);
-      },
-      opts);
+  expectCommFromEnv(GetParam(), InitMode::kSlurmEnv);
 }
 
 // The C++ API over the same machinery: a Comm from the environment, split.
