@@ -79,6 +79,12 @@ TEST(Mpirun, Rank) {
   ASSERT_EQ(weftAllGather(&mine, all.data(), 1, weftInt32, comm, nullptr), weftSuccess);
   for (int q = 0; q < n; ++q) EXPECT_EQ(all[size_t(q)], 1000 + q);
   EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
+  // A second communicator meets through a rendezvous of its own.
+  ASSERT_EQ(weftCommInitFromEnv(&comm, nullptr), weftSuccess) << weftGetLastError(nullptr);
+  int sum = rank;
+  ASSERT_EQ(weftAllReduce(&sum, &sum, 1, weftInt32, weftSum, comm, nullptr), weftSuccess);
+  EXPECT_EQ(sum, n * (n - 1) / 2);
+  EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
   if (!::testing::Test::HasFailure()) std::printf("mpirun rank %d of %d: results match\n", rank, n);
 }
 
@@ -91,7 +97,7 @@ TEST(Mpirun, OneHostRendezvousThroughPmix) {
                                 kRank,
                             &output);
   ASSERT_EQ(rc, 0) << output;
-  EXPECT_EQ(countOf(output, "rendezvous through the launcher's PMIx server"), 3u) << output;
+  EXPECT_EQ(countOf(output, "rendezvous through the launcher's PMIx server"), 2 * 3u) << output;
   EXPECT_EQ(countOf(output, "tcp transport"), 0u) << "one host needs no TCP:\n" << output;
   EXPECT_EQ(countOf(output, ": results match"), 3u) << output;
 }
@@ -134,10 +140,11 @@ TEST(Mpirun, TwoHostsRendezvousThroughPmix) {
   std::remove(agent.c_str());
   ::rmdir(dir.c_str());
   ASSERT_EQ(rc, 0) << output;
-  EXPECT_EQ(countOf(output, "rendezvous through the launcher's PMIx server"), 4u) << output;
-  // Each rank's TCP peers are the two ranks of the other namespace.
-  EXPECT_EQ(countOf(output, "tcp transport: listening on 10.77.0."), 4u) << output;
-  EXPECT_EQ(countOf(output, ", 2 peers,"), 4u) << output;
+  EXPECT_EQ(countOf(output, "rendezvous through the launcher's PMIx server"), 2 * 4u) << output;
+  // Each rank's TCP peers are the two ranks of the other namespace (two
+  // communicators each).
+  EXPECT_EQ(countOf(output, "tcp transport: listening on 10.77.0."), 2 * 4u) << output;
+  EXPECT_EQ(countOf(output, ", 2 peers,"), 2 * 4u) << output;
   EXPECT_EQ(countOf(output, ": results match"), 4u) << output;
 }
 
