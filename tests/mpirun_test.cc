@@ -47,7 +47,10 @@ int runCommand(const std::string& command, std::string* output) {
 }
 
 // What mpirun runs: this binary's Mpirun.Rank, with the weft log on.
+// Under ASan, libpmix's own leaks are suppressed (tests/lsan-pmix.supp).
 const std::string kRank = std::string(" -x WEFT_TEST_MPIRUN_RANK=1") +
+                          " -x LSAN_OPTIONS=suppressions=" WEFT_SOURCE_DIR
+                          "/tests/lsan-pmix.supp:print_suppressions=0:fast_unwind_on_malloc=0" +
                           " -x WEFT_DEBUG=INFO -x WEFT_DEBUG_SUBSYS=BOOTSTRAP,NET " +
                           WEFT_BIN_DIR "/mpirun_test --gtest_filter=Mpirun.Rank";
 

@@ -21,9 +21,11 @@ namespace weft::pmix {
 bool launchedUnderPmix();
 
 // Every process of the launcher's job calls this the same number of times
-// (it fences the whole job). The process of PMIx rank 0 gets *value
-// from `make` and publishes it; every process returns with that value.
-// `make` runs in the publishing process only. Bounded by `timeoutMs`.
+// (it fences the whole job); the k-th calls of all processes meet. The
+// process of PMIx rank 0 gets *value from `make` (run there only) and
+// publishes it; every process returns with that value. The first call opens
+// this process's PMIx session, which stays open until exit. The fence gives
+// up after `timeoutMs`.
 Status shareFromRankZero(const std::function<Status(std::string*)>& make, int64_t timeoutMs,
                          std::string* value);
 
