@@ -210,6 +210,25 @@ TEST(SocketIfname, LoopbackIsFoundByExactName) {
   EXPECT_EQ(found[0].addr.toString(), "127.0.0.1:0");
 }
 
+// The address a rank advertises unprompted skips container and VM bridges,
+// whose addresses exist only on their own host, unless nothing else is up.
+TEST(SocketIfname, DefaultInterfaceSkipsLocalBridges) {
+  auto named = [](std::initializer_list<const char*> names) {
+    std::vector<net::IfaceAddr> v;
+    for (const char* n : names) v.push_back({n, {}});
+    return v;
+  };
+  const auto pick = [](const std::vector<net::IfaceAddr>& v) {
+    const net::IfaceAddr* p = net::preferredInterface(v);
+    return p == nullptr ? std::string("(none)") : p->name;
+  };
+  EXPECT_EQ(pick(named({"docker0", "virbr0", "eth0", "ib0"})), "eth0");
+  EXPECT_EQ(pick(named({"enp1s0", "docker0"})), "enp1s0");
+  EXPECT_EQ(pick(named({"docker0", "virbr1"})), "docker0");
+  EXPECT_EQ(pick(named({"lo"})), "lo");
+  EXPECT_EQ(pick({}), "(none)");
+}
+
 // Strangers connect to a running job's TCP listener and send garbage, a
 // wrong token, a truncated hello, or a frame header claiming a huge size:
 // they are dropped and the job's collectives stay correct.

@@ -108,6 +108,14 @@ std::vector<IfaceAddr> findInterfaces(const IfaceFilter* filter, int family) {
   return found.empty() ? loopback : found;
 }
 
+const IfaceAddr* preferredInterface(const std::vector<IfaceAddr>& found) {
+  for (const IfaceAddr& a : found) {
+    const std::string_view name = a.name;
+    if (!name.starts_with("docker") && !name.starts_with("virbr")) return &a;
+  }
+  return found.empty() ? nullptr : &found.front();
+}
+
 Status addressFromSocketEnv(SockAddr* out, bool* chosen) {
   *chosen = false;
   const auto ifname = envString("SOCKET_IFNAME");

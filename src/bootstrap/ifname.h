@@ -43,6 +43,12 @@ struct IfaceAddr {
 // as the kernel lists them, IPv4 before IPv6 when the family is open.
 std::vector<IfaceAddr> findInterfaces(const IfaceFilter* filter, int family);
 
+// The interface to advertise where no variable names one: the first of
+// `found` (findInterfaces' order) that is not a container or VM bridge
+// (docker*, virbr*: NCCL's default skips docker too), whose addresses other
+// hosts cannot reach; else the first; nullptr when `found` is empty.
+const IfaceAddr* preferredInterface(const std::vector<IfaceAddr>& found);
+
 // The address to listen on chosen from WEFT_SOCKET_IFNAME/WEFT_SOCKET_FAMILY.
 // *chosen is false when neither is set (the caller keeps its own default).
 Status addressFromSocketEnv(SockAddr* out, bool* chosen);

@@ -104,19 +104,9 @@ SockAddr defaultLocalAddress() {
             .isOk())
       return addr;
   }
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) == 0) {
-    for (ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
-      if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != AF_INET) continue;
-      if ((ifa->ifa_flags & IFF_UP) == 0 || (ifa->ifa_flags & IFF_LOOPBACK) != 0) continue;
-      std::memcpy(&addr.storage, ifa->ifa_addr, sizeof(sockaddr_in));
-      addr.len = sizeof(sockaddr_in);
-      freeifaddrs(list);
-      addr.setPort(0);
-      return addr;
-    }
-    freeifaddrs(list);
-  }
+  // IPv4 interfaces that are up, loopback only where there is nothing else.
+  const std::vector<IfaceAddr> found = findInterfaces(nullptr, AF_INET);
+  if (const IfaceAddr* pick = preferredInterface(found)) return pick->addr;
   auto* in = reinterpret_cast<sockaddr_in*>(&addr.storage);
   in->sin_family = AF_INET;
   in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
