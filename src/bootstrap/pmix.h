@@ -5,7 +5,7 @@
 //
 // libpmix is opened with dlopen, and only when the environment says a PMIx
 // server started this process, so neither libweft nor libnccl.so.2 needs it
-// to load. Built without PMIx's headers, pmixAvailable() is false.
+// to load. Built without PMIx's headers, launchedUnderPmix() is false.
 #pragma once
 
 #include <cstdint>
