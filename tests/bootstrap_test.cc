@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "core/launch_env.h"
+#include "bootstrap/launch_env.h"
 #include "harness/multirank.h"
 
 namespace weft {

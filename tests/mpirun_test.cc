@@ -1,12 +1,10 @@
 // weftCommInitFromEnv under a real mpirun, with nothing set by hand: rank
-// 0 publishes its rendezvous through Open MPI's PMIx server (core/
-// launch_env.h). On one host, and across two "hosts" (network namespaces,
-// harness/netns.h) with shared memory inside each and TCP between them.
-// The ranks are this test binary again (Mpirun.Rank, which runs only under
-// these tests), checking an allreduce and an all-gather against the serial
-// reference; the weft log says how the ranks met and whom each reaches over
-// TCP. Skips without mpirun, and the namespace test when not root or
-// without iproute2.
+// 0 publishes its rendezvous through Open MPI's PMIx server
+// (bootstrap/launch_env.h, bootstrap/pmix.h). On one host, and across two "hosts" (network
+// namespaces, harness/netns.h) with shared memory inside each and TCP between them. The ranks are
+// this test binary again (Mpirun.Rank, which runs only under these tests), checking an allreduce
+// and an all-gather against the serial reference; the weft log says how the ranks met and whom each
+// reaches over TCP. Skips without mpirun, and the namespace test when not root or without iproute2.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>

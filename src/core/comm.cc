@@ -17,7 +17,7 @@
 #include "base/log.h"
 #include "bootstrap/pmix.h"
 #include "core/check.h"
-#include "core/launch_env.h"
+#include "bootstrap/launch_env.h"
 
 namespace weft {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/launch_env.h"
+#include "bootstrap/launch_env.h"
 
 #include <cstdlib>
 #include <cstring>
