@@ -17,6 +17,7 @@
 #include "algorithms/byte_collectives.h"
 #include "algorithms/tuner.h"
 #include "base/env.h"
+#include "base/hash.h"
 
 namespace weft {
 namespace {
@@ -33,15 +34,9 @@ struct SelectionRecord {
   char protoText[32] = {};
 };
 
-uint64_t fnv1a(uint64_t h, const void* data, size_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 template <typename T, size_t N>
 uint64_t hashOf(const T (&a)[N], const bool (&restricted)[N]) {
-  uint64_t h = 14695981039346656037ull;
+  uint64_t h = kFnvOffsetBasis;
   for (size_t k = 0; k < N; ++k) {
     // An unrestricted collective allows everything, whatever its bits say.
     const T value = restricted[k] ? a[k] : T{};

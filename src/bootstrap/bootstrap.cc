@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/env.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "bootstrap/ifname.h"
 #include "bootstrap/wire.h"
@@ -194,10 +195,7 @@ uint64_t localHostHash() {
     char ns[128] = {};
     if (readlink("/proc/self/ns/net", ns, sizeof ns - 1) > 0) id += std::string("|") + ns;
   }
-  // FNV-1a: stable across processes and builds.
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
-  return h;
+  return fnv1a(id);
 }
 
 Status encodeUniqueId(const net::SockAddr& root, uint64_t secret, weftUniqueId* id) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/env.h"
+#include "base/hash.h"
 
 namespace weft {
 namespace {
@@ -115,15 +116,11 @@ std::string firstSlurmHost(std::string_view list) {
     host += first;
     i = close + 1;
   }
-  for (char c : host)
-    if (c == ' ' || c == '[') return {};
-  return host;
+  return host.find(' ') == std::string::npos ? host : std::string();
 }
 
 uint16_t portFromJobId(std::string_view jobId) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : jobId) h = (h ^ c) * 1099511628211ull;
-  return static_cast<uint16_t>(20000 + h % 20000);
+  return static_cast<uint16_t>(20000 + fnv1a(jobId) % 20000);
 }
 
 }  // namespace weft

@@ -14,10 +14,11 @@
 #include "algorithms/algorithms.h"
 #include "base/dtype.h"
 #include "base/env.h"
+#include "base/hash.h"
 #include "base/log.h"
+#include "bootstrap/launch_env.h"
 #include "bootstrap/pmix.h"
 #include "core/check.h"
-#include "bootstrap/launch_env.h"
 
 namespace weft {
 namespace {
@@ -567,18 +568,12 @@ Status commInit(int nranks, const weftUniqueId& id, int rank, const weftConfig_t
 
 namespace {
 
-uint64_t secretFrom(const std::string& seed) {
-  uint64_t secret = 1469598103934665603ull;
-  for (unsigned char c : seed) secret = (secret ^ c) * 1099511628211ull;
-  return secret;
-}
-
 // Any text works as WEFT_SECRET: it is hashed, so "0123abcd" and "0123abce"
 // or "right" and "wrong" all differ.
 std::optional<uint64_t> configuredSecret() {
   const auto configured = envString("SECRET");
   if (!configured) return std::nullopt;
-  return secretFrom("secret:" + *configured);
+  return fnv1a("secret:" + *configured);
 }
 
 // rank 0 listens at an address every rank read from its environment.
@@ -586,8 +581,7 @@ Status uniqueIdAt(const std::string& addrText, int rank, int size, weftUniqueId*
   net::SockAddr root;
   WEFT_RETURN_IF_ERROR(net::parseHostPort(addrText, &root));
   // Every rank must derive the same secret; WEFT_SECRET makes it a real one.
-  const uint64_t secret =
-      configuredSecret().value_or(secretFrom(addrText + "/" + std::to_string(size)));
+  const uint64_t secret = configuredSecret().value_or(fnv1a(addrText + "/" + std::to_string(size)));
   if (rank == 0) {
     net::SockAddr bound;
     Status st = startBootstrapRoot(root, secret, &bound);
